@@ -1,0 +1,37 @@
+"""Shared fixtures. The data folder comes from REPROGRID_DATA_DIR (the Makefile and .ci/run set
+it to ../shared/data); without it, the sibling `shared/data` of the checkout is used."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    configured = os.environ.get("REPROGRID_DATA_DIR")
+    path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
+    if not (path / "humanevalpack-python.jsonl").is_file():
+        pytest.fail(f"HumanEvalPack data not found under {path}; set REPROGRID_DATA_DIR")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    return data_dir()
+
+
+@pytest.fixture(scope="session")
+def problem_set(shared_data):
+    from workers.benchmarks.humanevalfix.data import load_jsonl
+
+    return load_jsonl(shared_data / "humanevalpack-python.jsonl")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,1 @@
+"""HumanEvalFix (Python) exactly as the BigCode evaluation harness runs it."""

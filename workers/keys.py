@@ -1,0 +1,123 @@
+"""The one place where keys and derived seeds are made.
+
+A setting key is the sha256 of the canonical JSON of every field that can change an output.
+Labels (model config name, decoding name, precision label), paths of the store, worker counts and
+batching knobs that do not change outputs are left out. Greedy settings drop the sampling
+parameters and the seed, which cannot change a greedy output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from workers.spec import BackendName, EngineSpec, Quant, SettingSpec
+
+KEY_SCHEMA_VERSION = 1  # bump when the meaning of a keyed field changes
+
+
+class KeyError_(TypeError):
+    """A value that has no canonical JSON form (only JSON-native values may be hashed)."""
+
+
+def _check(value: Any, where: str) -> None:
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise KeyError_(f"{where}: non-finite float {value!r} cannot be keyed")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise KeyError_(f"{where}: non-string key {k!r}")
+            _check(item, f"{where}.{k}")
+        return
+    raise KeyError_(f"{where}: {type(value).__name__} value {value!r} is not JSON-native")
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8; rejects anything that is not JSON-native."""
+    _check(obj, "$")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str | bytes) -> str:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def engine_fields(engine: EngineSpec) -> dict[str, Any]:
+    """The output-relevant fields of an engine (model identity, backend, numerics)."""
+    fields: dict[str, Any] = {
+        "model": engine.model.repo_id,
+        "revision": engine.model.revision,
+        "backend": engine.backend.value,
+        "dtype": engine.dtype.value,
+        "quant": engine.quant.value,
+    }
+    if engine.quant is Quant.INT4:
+        fields["bnb_4bit_quant_type"] = engine.bnb_4bit_quant_type.value
+    if engine.backend is BackendName.HF and engine.hf.prompt_batch_size != 1:
+        # Left-padded prompt batches change low-precision numerics: a different experiment.
+        fields["hf_prompt_batch_size"] = engine.hf.prompt_batch_size
+    if engine.backend is BackendName.VLLM and engine.vllm.batch_invariant:
+        fields["vllm_batch_invariant"] = True
+    if engine.backend is BackendName.REPLAY:
+        fields["replay_sha256"] = engine.replay_sha256
+    return fields
+
+
+def engine_key(engine: EngineSpec) -> str:
+    """Groups settings that share one model load."""
+    return sha256_hex(canonical_json({"v": KEY_SCHEMA_VERSION, **engine_fields(engine)}))
+
+
+def setting_fields(setting: SettingSpec) -> dict[str, Any]:
+    decoding = setting.decoding
+    fields: dict[str, Any] = {
+        "v": KEY_SCHEMA_VERSION,
+        "engine": engine_fields(setting.engine),
+        "benchmark": setting.benchmark.name,
+        "variant": setting.benchmark.variant,
+        "data_sha256": setting.benchmark.data_sha256,
+        "limit": setting.benchmark.limit,
+        "template": setting.template,
+        "max_length": setting.max_length,
+        "length_semantics": setting.length_semantics.value,
+        "n_samples": setting.n_samples,
+        "do_sample": decoding.do_sample,
+    }
+    if decoding.do_sample:
+        fields.update(
+            temperature=float(decoding.temperature),
+            top_p=float(decoding.top_p),
+            top_k=int(decoding.top_k),
+            seed=setting.seed,
+            seed_policy=setting.seed_policy.value,
+        )
+        # Under the harness's global seed, how many samples one call draws changes the stream.
+        if setting.seed_policy.value == "harness":
+            fields["samples_per_call"] = setting.samples_per_call
+    return fields
+
+
+def setting_key(setting: SettingSpec) -> str:
+    return sha256_hex(canonical_json(setting_fields(setting)))
+
+
+def sample_seed(key: str, task_id: str, sample_index: int) -> int:
+    """A 63-bit seed for one sample, a pure function of (setting key, task, sample)."""
+    digest = hashlib.sha256(f"{key}\x00{task_id}\x00{sample_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def call_seed(key: str, task_id: str, call_index: int) -> int:
+    """A seed for one generate call that draws several samples (HF num_return_sequences)."""
+    return sample_seed(key, task_id, -1 - call_index)

@@ -1,0 +1,261 @@
+"""The frozen contract between the driver and the workers.
+
+Everything a worker needs to generate or execute arrives as one of these immutable values; no
+`DictConfig`, no environment-variable names, no paths invented on the worker. The orchestrator
+builds them once, at the CLI edge (`orchestrator/config.py`), and the setting key is computed
+from them (`workers/keys.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Dtype(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class Quant(StrEnum):
+    NONE = "none"
+    INT8 = "int8"  # bitsandbytes LLM.int8
+    INT4 = "int4"  # bitsandbytes 4-bit; the quant type (fp4/nf4) is EngineSpec.bnb_4bit_quant_type
+
+
+class Bnb4bitType(StrEnum):
+    FP4 = "fp4"  # the harness default (bitsandbytes default, what `--load_in_4bit` gets)
+    NF4 = "nf4"
+
+
+class BackendName(StrEnum):
+    HF = "hf"
+    VLLM = "vllm"
+    REPLAY = "replay"
+    FAKE = "fake"  # deterministic, model-free; for orchestration tests only
+
+
+class LengthSemantics(StrEnum):
+    # The BigCode harness's --max_length_generation: prompt tokens + output tokens (HF max_length).
+    TOTAL = "total"
+    # The limit counts generated tokens only (HF max_new_tokens, vLLM max_tokens).
+    NEW_TOKENS = "new_tokens"
+
+
+class SeedPolicy(StrEnum):
+    # One global seed set once per setting, problems generated in order (the harness).
+    HARNESS = "harness"
+    # A seed per (setting key, task, sample), independent of order and batch composition.
+    PER_SAMPLE = "per_sample"
+
+
+class Tuning(StrEnum):
+    BASE = "base"
+    INSTRUCT = "instruct"
+
+
+class Variant(StrEnum):
+    TESTS = "tests"  # humanevalfixtests: buggy function without docstring + the unit tests
+    DOCS = "docs"  # humanevalfixdocs: buggy function with its docstring, no tests
+
+
+class Outcome(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"  # the test raised (assertion, exception) or exited before finishing
+    TIMEOUT = "timeout"
+    ERROR = "error"  # the program could not be run at all (syntax error, killed by a limit)
+
+
+class SettingStatus(StrEnum):
+    COMPLETE = "complete"
+    RUNNING = "running"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    PENDING = "pending"
+
+
+# ---------------------------------------------------------------------------------------------
+# Models and engines
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # config name, e.g. "deepseekcoder-1.3b-instruct"; a label, not part of the key
+    repo_id: str  # HF repo id, or a local folder
+    revision: str  # HF revision (commit), or the content fingerprint of a local folder
+    family: str  # "deepseekcoder", "codellama", ...; joins with the literature table
+    size_b: float  # parameters in billions
+    tuning: Tuning
+    own_template: str  # the harness template of the model's family ("deepseek", "codellama", ...)
+    num_gpus: int = 1  # GPUs one engine of this model needs (Ray num_gpus)
+    trust_remote_code: bool = False
+    builder: str | None = None  # "tiny" | "smollm2-gguf": built offline if repo_id is missing
+
+
+@dataclass(frozen=True)
+class HfOptions:
+    device: str = "auto"  # "auto" (cuda if visible, else cpu), "cpu" or "cuda"
+    # Prompts per generate call. 1 is the harness (one prompt per call, never padded); larger
+    # values left-pad a batch of prompts, which changes bf16/fp16 numerics (not the key's
+    # business only because it is recorded: it is part of the engine options in the manifest).
+    prompt_batch_size: int = 1
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    max_model_len: int | None = None  # None: the largest max_length of the unit's settings
+    gpu_memory_utilization: float = 0.9
+    cpu_kv_cache_gib: float = 1.0  # VLLM_CPU_KVCACHE_SPACE on CPU builds
+    tensor_parallel_size: int | None = None  # None: the model's num_gpus
+    enforce_eager: bool = True
+    batch_invariant: bool = False  # VLLM_BATCH_INVARIANT=1 where the installed vLLM has it
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """A model loaded once by a backend with a dtype and a quantization: one GPU load."""
+
+    model: ModelSpec
+    backend: BackendName
+    dtype: Dtype
+    quant: Quant
+    bnb_4bit_quant_type: Bnb4bitType = Bnb4bitType.FP4
+    hf: HfOptions = field(default_factory=HfOptions)
+    vllm: VllmOptions = field(default_factory=VllmOptions)
+    replay_path: str | None = None  # backend=replay: JSONL of raw continuations
+    replay_sha256: str | None = None  # content hash of replay_path (part of the key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+
+
+@dataclass(frozen=True)
+class DecodingSpec:
+    name: str  # "greedy", "t0.2", "t0.8", ...; a label
+    do_sample: bool
+    temperature: float = 1.0  # ignored when do_sample is False
+    top_p: float = 1.0
+    top_k: int = 0  # 0 disables top-k (HF semantics)
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str  # "humanevalfix" | "infibench"
+    variant: str  # humanevalfix: "tests" | "docs"; infibench: the suite name ("v2.1")
+    data_sha256: str  # hash of the loaded problems (canonical JSON of the rows)
+    limit: int | None = None  # first N problems only (None: all)
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One grid cell: an engine plus prompt, decoding, length, samples and seeding."""
+
+    engine: EngineSpec
+    benchmark: BenchmarkSpec
+    template: str  # a harness template, or "chat" (the tokenizer's own chat template)
+    decoding: DecodingSpec
+    max_length: int  # tokens; meaning given by length_semantics
+    length_semantics: LengthSemantics = LengthSemantics.TOTAL
+    n_samples: int = 1
+    samples_per_call: int = 1  # the harness's --batch_size (num_return_sequences)
+    seed: int = 0
+    seed_policy: SeedPolicy = SeedPolicy.HARNESS
+    precision: str = ""  # grid label: "bf16" | "fp16" | "fp32" | "int8" | "int4"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A grid cell that will not run, with the reason (stored and reported, never dropped)."""
+
+    setting: SettingSpec
+    reason: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation requests and results
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    do_sample: bool
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int | None  # per-request seed; None: draw from the global stream (harness)
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    task_id: str
+    prompt: str
+    n_samples: int
+    samples_per_call: int
+    sampling: SamplingSpec
+    max_length: int
+    length_semantics: LengthSemantics
+    stop: tuple[str, ...]  # stop strings (the backend adds the tokenizer's eos itself)
+    # True for harness templates: the tokenizer adds its special tokens (BOS), as the harness
+    # does. False for "chat" prompts, whose template text already carries them.
+    add_special_tokens: bool = True
+
+
+@dataclass(frozen=True)
+class Generation:
+    task_id: str
+    sample_index: int
+    continuation: str  # raw model text after the prompt, before post-processing
+    n_prompt_tokens: int  # tokens of the prompt as tokenized (BOS included), before truncation
+    n_output_tokens: int
+    prompt_truncated: bool  # prompt >= the length limit: left-truncated, cannot be solved
+    hit_length_limit: bool  # generation ended because the length limit was reached
+    output_token_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the backend actually loaded: recorded next to what was requested."""
+
+    backend: BackendName
+    backend_version: str
+    device: str
+    effective_dtype: str
+    model_revision: str
+    tokenizer_sha256: str  # hash of the tokenizer's files/vocabulary
+    chat_template_sha256: str | None
+    eos_token: str | None
+    options: dict[str, str]  # effective backend options (JSON-native strings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution
+
+
+@dataclass(frozen=True)
+class ExecJob:
+    """One program to run against its test. Programs are matched back by `job_id`."""
+
+    job_id: str
+    program: str  # the full file: imports header, the fixed function, "\n\n", the test
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    job_id: str
+    outcome: Outcome
+    error_type: str | None  # exception class name, "Timeout", "EarlyExit", "Signal", ...
+    error_message: str | None  # truncated
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_s: float = 10.0  # the harness timeout
+    memory_mb: int = 4096  # address-space limit
+    cpu_s: int | None = None  # CPU-time limit; None: timeout_s + 5
+    file_size_mb: int = 64  # largest file the program may write
+    max_processes: int = 64  # RLIMIT_NPROC (per sandbox user when run as root)
+    max_output_bytes: int = 4096  # stored stderr/error text
+    network: bool = False  # False: a new network namespace where the OS allows it
