@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from storage.schema import SettingStatus  # noqa: F401  (the store owns the status vocabulary)
+
 
 class Dtype(StrEnum):
     FP32 = "fp32"
@@ -65,14 +67,6 @@ class Outcome(StrEnum):
     FAILED = "failed"  # the test raised (assertion, exception) or exited before finishing
     TIMEOUT = "timeout"
     ERROR = "error"  # the program could not be run at all (syntax error, killed by a limit)
-
-
-class SettingStatus(StrEnum):
-    COMPLETE = "complete"
-    RUNNING = "running"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    PENDING = "pending"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +156,6 @@ class SettingSpec:
     samples_per_call: int = 1  # the harness's --batch_size (num_return_sequences)
     seed: int = 0
     seed_policy: SeedPolicy = SeedPolicy.HARNESS
-    precision: str = ""  # grid label: "bf16" | "fp16" | "fp32" | "int8" | "int4"
 
 
 @dataclass(frozen=True)
@@ -199,6 +192,7 @@ class GenRequest:
     # True for harness templates: the tokenizer adds its special tokens (BOS), as the harness
     # does. False for "chat" prompts, whose template text already carries them.
     add_special_tokens: bool = True
+    sample_offset: int = 0  # sample_index of this request's first sample
 
 
 @dataclass(frozen=True)
@@ -211,6 +205,9 @@ class Generation:
     prompt_truncated: bool  # prompt >= the length limit: left-truncated, cannot be solved
     hit_length_limit: bool  # generation ended because the length limit was reached
     output_token_ids: tuple[int, ...] = ()
+    # The decoded text does not start with the prompt, so the harness's character slice at
+    # len(prompt) is misaligned (e.g. a BOS that is also chat-template text gets dropped).
+    decode_mismatch: bool = False
 
 
 @dataclass(frozen=True)
@@ -259,3 +256,61 @@ class SandboxLimits:
     max_processes: int = 64  # RLIMIT_NPROC (per sandbox user when run as root)
     max_output_bytes: int = 4096  # stored stderr/error text
     network: bool = False  # False: a new network namespace where the OS allows it
+
+
+# ---------------------------------------------------------------------------------------------
+# What a worker returns to the driver (the driver turns these into Parquet rows)
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    task_id: str
+    sample_index: int
+    prompt: str
+    continuation: str
+    program: str  # the post-processed candidate (HumanEvalFix) or trimmed response (InfiBench)
+    n_prompt_tokens: int
+    n_output_tokens: int
+    prompt_truncated: bool
+    hit_length_limit: bool
+    output_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+    decode_mismatch: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    hostname: str
+    node_id: str  # Ray node id, "" outside Ray
+    pid: int
+
+
+@dataclass(frozen=True)
+class SettingGenerations:
+    setting_key: str
+    samples: tuple[SampleRecord, ...]
+    engine_info: EngineInfo
+    worker: WorkerInfo
+    generation_s: float
+    engine_load_s: float
+    started_at: float = 0.0  # epoch seconds (worker clock): when this setting's generation began
+    finished_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SettingFailure:
+    setting_key: str
+    error_type: str
+    error_message: str
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    task_id: str
+    sample_index: int
+    outcome: Outcome
+    score: float  # 1.0 / 0.0 for unit tests; graded score for InfiBench
+    error_type: str | None
+    error_message: str | None
+    duration_s: float
+    details: str | None = None  # JSON

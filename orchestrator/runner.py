@@ -1,0 +1,167 @@
+"""The driver's shell around the pure core: config -> grid -> plan -> dispatch -> store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.benchmarks import LoadedBenchmark, load_benchmark
+from orchestrator.config import ConfigError, RunConfig
+from orchestrator.grid import Cell, Environment, expand_grid
+from orchestrator.plan import Action, Plan, plan_settings
+from orchestrator.progress import Progress
+from orchestrator.provenance import (
+    git_revision,
+    hostname,
+    library_versions_json,
+    vllm_installed,
+)
+from orchestrator.recorder import Recorder, utc_now
+from storage.index import build_index
+from storage.store import Store
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    config: RunConfig
+    benchmark: LoadedBenchmark
+    cells: tuple[Cell, ...]
+    environment: Environment
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    plan: Plan
+    generated: int
+    executed: int
+    failed: int
+    engine_loads: int
+    scores: dict[str, float | None]
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Load the benchmark data (its hash is part of every key) and expand the grid."""
+    benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
+    replay_sha = None
+    if config.replay_path:
+        if not Path(config.replay_path).is_file():
+            raise ConfigError(f"replay_path {config.replay_path!r} does not exist")
+        replay_sha = file_sha256(config.replay_path)
+    env = Environment(vllm_installed=vllm_installed(), replay_sha256=replay_sha)
+    cells = tuple(expand_grid(config, benchmark.sha256, env))
+    return Prepared(config, benchmark, cells, env)
+
+
+def make_plan(store: Store, prepared: Prepared, retry_failed: bool = False) -> Plan:
+    return plan_settings(prepared.cells, build_index(store), retry_failed=retry_failed)
+
+
+def _run_row(run_id: str, prepared: Prepared, command: str, status: str, **extra) -> dict:
+    cfg = prepared.config
+    return {
+        "run_id": run_id,
+        "started_at": extra.pop("started_at"),
+        "finished_at": extra.pop("finished_at", None),
+        "command": command,
+        "overrides_json": json.dumps(list(cfg.overrides)),
+        "setting_keys": [c.key for c in prepared.cells],
+        "git_revision": git_revision(),
+        "hostname": hostname(),
+        "library_versions_json": library_versions_json(),
+        "data_sources_json": json.dumps(
+            {cfg.benchmark.name: {"source": prepared.benchmark.source,
+                                  "sha256": prepared.benchmark.sha256}}
+        ),  # fmt: skip
+        "cluster_address": cfg.cluster.address or "local",
+        "status": status,
+        **extra,
+    }
+
+
+def run_grid(
+    prepared: Prepared,
+    *,
+    retry_failed: bool = False,
+    wait_lock_s: float = 0.0,
+    stream: TextIO | None = None,
+    command: str = "run",
+) -> RunOutcome:
+    """Run every setting of the grid that the store does not hold yet."""
+    from orchestrator.dispatch import Dispatcher, DispatchOptions, start_ray
+
+    config = prepared.config
+    store = Store(config.store)
+    run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    with store.writer_lock(wait_s=wait_lock_s):
+        removed = store.clean_temp()
+        if removed:
+            logger.info("removed %d temporary file(s) of an interrupted write", removed)
+        plan = make_plan(store, prepared, retry_failed)
+        started_at = utc_now()
+        store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, "running",
+                                                   started_at=started_at)])  # fmt: skip
+        recorder = Recorder(store, run_id, library_versions_json())
+        for item in plan.by_action(Action.SKIP):
+            recorder.skipped(item.key, item.setting, item.reason or "")
+        work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
+        logger.info(
+            "plan: %d settings, %d done, %d to generate (%d engine loads), %d to execute, "
+            "%d skipped, %d failed earlier",
+            len(plan.settings), len(plan.by_action(Action.DONE)),
+            len(plan.by_action(Action.GENERATE)), plan.n_engine_loads,
+            len(plan.by_action(Action.EXECUTE)), len(plan.by_action(Action.SKIP)),
+            len(plan.by_action(Action.FAILED)),
+        )  # fmt: skip
+        progress = Progress(total=work, stream=stream or sys.stderr)
+        status = "finished"
+        summary = None
+        try:
+            if work:
+                start_ray(config.cluster)
+                options = DispatchOptions(config.cluster, config.limits, config.exec_workers)
+                dispatcher = Dispatcher(
+                    plan, {config.benchmark.name: prepared.benchmark.adapter}, recorder,
+                    options, progress,
+                )  # fmt: skip
+                try:
+                    summary = dispatcher.run()
+                except BaseException:
+                    dispatcher.abort()
+                    raise
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            progress.close()
+            store.write_rows(
+                "runs", run_id,
+                [_run_row(run_id, prepared, command, status, started_at=started_at,
+                          finished_at=utc_now(), n_generated=recorder.n_generated,
+                          n_executed=recorder.n_executed)],
+            )  # fmt: skip
+    return RunOutcome(
+        run_id=run_id,
+        plan=plan,
+        generated=summary.generated if summary else 0,
+        executed=summary.executed if summary else 0,
+        failed=summary.failed if summary else 0,
+        engine_loads=summary.engine_loads if summary else 0,
+        scores=summary.scores if summary else {},
+    )

@@ -1,0 +1,101 @@
+"""`status`: per model and engine, how many settings are complete/running/failed/skipped/pending."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from storage.index import build_index
+from storage.schema import SettingStatus
+from storage.store import Store, StoreLocked
+
+STATUSES = [s.value for s in SettingStatus]
+
+
+def _lock_held(store: Store) -> bool:
+    try:
+        with store.writer_lock(wait_s=0):
+            return False
+    except StoreLocked:
+        return True
+
+
+def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
+    """Status of the settings of one run's grid (default: the latest run) and of every other
+    setting in the store. `running` rows whose writer is gone are shown as `pending`
+    (interrupted; the next run resumes them)."""
+    runs = sorted(store.read_table("runs").to_pylist(), key=lambda r: r["started_at"])
+    run = next((r for r in runs if r["run_id"] == run_id), None) if run_id else (runs[-1] if runs else None)
+    if run_id and run is None:
+        raise ValueError(f"unknown run {run_id!r}; runs: {', '.join(r['run_id'] for r in runs) or 'none'}")
+    index = build_index(store)
+    settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
+    keys = list(run["setting_keys"]) if run else []
+    keys += sorted(k for k in settings if k not in set(keys))
+    live = _lock_held(store)
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    failures = []
+    for key in keys:
+        row = settings.get(key)
+        state = index.get(key)
+        if row is None or state is None:
+            status = SettingStatus.PENDING.value
+            model, engine = "?", "?"
+        else:
+            status = state.status.value
+            if state.status is SettingStatus.COMPLETE and not state.complete:
+                status = SettingStatus.PENDING.value  # a result shard is missing: will be redone
+            if state.status is SettingStatus.RUNNING and not live:
+                status = SettingStatus.PENDING.value
+            model = row["model_name"]
+            engine = f"{row['backend']}/{row['dtype']}/{row['quant']}"
+            if status == SettingStatus.FAILED.value:
+                failures.append({"setting_key": key, "model": model, "engine": engine,
+                                 "error_type": row.get("error_type"), "error": row.get("status_reason"),
+                                 "template": row.get("template"), "decoding": row.get("decoding"),
+                                 "max_length": row.get("max_length")})  # fmt: skip
+        group = groups.setdefault((model, engine), {"model": model, "engine": engine,
+                                                    **{s: 0 for s in STATUSES}})  # fmt: skip
+        group[status] += 1
+    totals = defaultdict(int)
+    for g in groups.values():
+        for s in STATUSES:
+            totals[s] += g[s]
+    return {
+        "store": store.uri,
+        "run": {k: run[k] for k in ("run_id", "started_at", "finished_at", "status", "n_generated",
+                                    "n_executed")} if run else None,  # fmt: skip
+        "writer_active": live,
+        "totals": dict(totals),
+        "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
+        "failed": failures,
+        "skipped": [
+            {"setting_key": k, "model": settings[k]["model_name"], "reason": settings[k]["status_reason"]}
+            for k in keys if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
+        ],
+    }
+
+
+def render_status(data: dict[str, Any]) -> str:
+    lines = [f"store {data['store']}"]
+    run = data["run"]
+    if run:
+        lines.append(
+            f"latest run {run['run_id']} ({run['status']}): generated {run['n_generated']}, "
+            f"executed {run['n_executed']}"
+        )
+    header = ["model", "engine", *STATUSES]
+    rows = [[g["model"], g["engine"], *(str(g[s]) for s in STATUSES)] for g in data["engines"]]
+    rows.append(["total", "", *(str(data["totals"].get(s, 0)) for s in STATUSES)])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    for f in data["failed"]:
+        lines.append(f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
+                     f"L{f['max_length']}: {f['error_type']}: {f['error']}")  # fmt: skip
+    reasons = defaultdict(int)
+    for s in data["skipped"]:
+        reasons[s["reason"]] += 1
+    for reason, n in reasons.items():
+        lines.append(f"skipped {n}: {reason}")
+    return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""The completeness index: what is done is a pure function of the files in the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.schema import SettingStatus
+from storage.store import Store
+
+RESULT_TABLES = ("generations", "executions", "scores")
+
+
+@dataclass(frozen=True)
+class SettingState:
+    key: str
+    status: SettingStatus  # PENDING when the store has no settings row
+    has_generations: bool
+    has_executions: bool
+    has_scores: bool
+    reason: str | None = None  # skip reason or last error
+    attempts: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Complete = marked complete AND every result shard is present and readable."""
+        return (
+            self.status is SettingStatus.COMPLETE
+            and self.has_generations
+            and self.has_executions
+            and self.has_scores
+        )
+
+
+def build_index(store: Store, validate: bool = True) -> dict[str, SettingState]:
+    """Read the settings table and the shard listings. With `validate`, a shard whose Parquet
+    footer does not read (a crashed or truncated write) counts as absent, so it is redone."""
+    present: dict[str, set[str]] = {}
+    for table in RESULT_TABLES:
+        keys = set(store.shards(table))
+        if validate:
+            keys = {k for k in keys if store.shard_is_valid(table, k)}
+        present[table] = keys
+    settings = store.read_table("settings").to_pylist()
+    states: dict[str, SettingState] = {}
+    for row in settings:
+        key = row["setting_key"]
+        states[key] = SettingState(
+            key=key,
+            status=SettingStatus(row["status"]),
+            has_generations=key in present["generations"],
+            has_executions=key in present["executions"],
+            has_scores=key in present["scores"],
+            reason=row.get("status_reason"),
+            attempts=row.get("attempts") or 0,
+        )
+    return states

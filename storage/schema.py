@@ -1,0 +1,182 @@
+"""Arrow schemas of the store's tables. Column names are the vocabulary of DESIGN.md.
+
+Every table is a folder of Parquet shards, one shard per setting key (or run id), all with the
+table's schema, so `pandas.read_parquet(store / table)` reads the whole table.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1"
+
+
+class SettingStatus(StrEnum):
+    """Where a setting stands in the store (`pending` is never stored: it means "no row")."""
+
+    COMPLETE = "complete"
+    RUNNING = "running"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    PENDING = "pending"
+
+_str = pa.string()
+_dict = pa.dictionary(pa.int32(), pa.string())  # closed sets (enums) as dictionary strings
+
+# One row per setting: every field of the setting, its status, and provenance once run.
+SETTINGS = pa.schema(
+    [
+        ("setting_key", _str),
+        ("engine_key", _str),
+        ("status", _dict),  # SettingStatus
+        ("status_reason", _str),  # skip reason, or the last error of a failed setting
+        ("error_type", _str),
+        ("attempts", pa.int32()),
+        ("run_id", _str),
+        ("updated_at", pa.timestamp("us", tz="UTC")),
+        ("model_name", _str),
+        ("model_repo_id", _str),
+        ("model_revision", _str),
+        ("model_family", _str),
+        ("model_size_b", pa.float64()),
+        ("model_tuning", _dict),
+        ("backend", _dict),
+        ("dtype", _dict),
+        ("quant", _dict),
+        ("bnb_4bit_quant_type", _str),
+        ("precision", _str),
+        ("benchmark", _str),
+        ("variant", _str),
+        ("data_sha256", _str),
+        ("limit", pa.int32()),
+        ("template", _str),
+        ("decoding", _str),
+        ("do_sample", pa.bool_()),
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+        ("top_k", pa.int32()),
+        ("max_length", pa.int32()),
+        ("length_semantics", _dict),
+        ("n_samples", pa.int32()),
+        ("samples_per_call", pa.int32()),
+        ("seed", pa.int64()),
+        ("seed_policy", _dict),
+        ("setting_json", _str),  # canonical JSON of the keyed fields
+        # provenance, filled when the setting has been generated
+        ("hostname", _str),
+        ("node_id", _str),
+        ("device", _str),
+        ("backend_version", _str),
+        ("effective_dtype", _str),
+        ("tokenizer_sha256", _str),
+        ("chat_template_sha256", _str),
+        ("engine_options_json", _str),
+        ("library_versions_json", _str),
+        ("generation_s", pa.float64()),
+        ("generation_started_at", pa.timestamp("us", tz="UTC")),
+        ("generation_finished_at", pa.timestamp("us", tz="UTC")),
+        ("engine_load_s", pa.float64()),
+        ("n_generated_tokens", pa.int64()),
+    ]
+)
+
+GENERATIONS = pa.schema(
+    [
+        ("setting_key", _str),
+        ("task_id", _str),
+        ("sample_index", pa.int32()),
+        ("prompt", _str),
+        ("continuation", _str),  # raw text after the prompt
+        ("program", _str),  # post-processed candidate, as scored
+        ("n_prompt_tokens", pa.int32()),
+        ("n_output_tokens", pa.int32()),
+        ("prompt_truncated", pa.bool_()),
+        ("hit_length_limit", pa.bool_()),
+        ("output_token_ids", pa.list_(pa.int32())),
+        ("decode_mismatch", pa.bool_()),  # harness slice misaligned (see workers/spec.py)
+        ("seed", pa.int64()),  # per-sample seed, null under the harness's global seed
+    ]
+)
+
+EXECUTIONS = pa.schema(
+    [
+        ("setting_key", _str),
+        ("task_id", _str),
+        ("sample_index", pa.int32()),
+        ("outcome", _dict),  # Outcome
+        ("passed", pa.bool_()),
+        ("score", pa.float64()),  # 1.0/0.0 for unit tests; InfiBench's graded score
+        ("error_type", _str),
+        ("error_message", _str),
+        ("duration_s", pa.float64()),
+        ("details", _str),  # JSON: metric breakdown (InfiBench), null otherwise
+    ]
+)
+
+SCORES = pa.schema(
+    [
+        ("setting_key", _str),
+        ("benchmark", _str),
+        ("metric", _str),  # "pass@1" (HumanEvalFix) or "best@10" (InfiBench)
+        ("value", pa.float64()),  # the headline metric, a fraction in [0, 1]
+        ("value_std", pa.float64()),
+        ("n_problems", pa.int32()),
+        ("n_samples", pa.int32()),
+        ("n_passed", pa.int32()),  # samples that passed
+        ("pass_at_1", pa.float64()),
+        ("pass_at_10", pa.float64()),  # null unless every problem has n >= 10
+        ("pass_at_100", pa.float64()),
+        ("n_prompt_truncated", pa.int32()),
+        ("n_hit_length_limit", pa.int32()),
+        ("n_decode_mismatch", pa.int32()),
+        ("n_timeout", pa.int32()),
+        ("n_unscorable", pa.int32()),  # e.g. InfiBench questions whose toolchain is missing
+        ("details", _str),  # JSON: per-language/type breakdowns
+        # a copy of the setting's fields so the table reads on its own
+        ("model_name", _str),
+        ("model_family", _str),
+        ("model_size_b", pa.float64()),
+        ("model_tuning", _str),
+        ("backend", _str),
+        ("dtype", _str),
+        ("quant", _str),
+        ("precision", _str),
+        ("variant", _str),
+        ("template", _str),
+        ("decoding", _str),
+        ("temperature", pa.float64()),
+        ("max_length", pa.int32()),
+        ("length_semantics", _str),
+        ("seed", pa.int64()),
+    ]
+)
+
+# One row per invocation of a command that writes: the run manifest.
+RUNS = pa.schema(
+    [
+        ("run_id", _str),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+        ("command", _str),
+        ("overrides_json", _str),
+        ("setting_keys", pa.list_(_str)),
+        ("n_generated", pa.int32()),  # settings generated by this run
+        ("n_executed", pa.int32()),  # settings (re)executed by this run
+        ("git_revision", _str),
+        ("hostname", _str),
+        ("library_versions_json", _str),
+        ("data_sources_json", _str),
+        ("cluster_address", _str),
+        ("status", _str),  # "running" | "finished" | "interrupted"
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "settings": SETTINGS,
+    "generations": GENERATIONS,
+    "executions": EXECUTIONS,
+    "scores": SCORES,
+    "runs": RUNS,
+}

@@ -1,0 +1,183 @@
+"""HumanEvalFix as a benchmark adapter: requests from a setting, candidates from generations,
+sandbox jobs from candidates. Pure apart from the sandbox call in `execute`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from workers.benchmarks.humanevalfix.data import Problem, ProblemSet
+from workers.benchmarks.humanevalfix.postprocess import (
+    postprocess,
+    program_for,
+    reference_candidate,
+    stop_words,
+)
+from workers.benchmarks.humanevalfix.prompts import (
+    CHAT_TEMPLATE,
+    DIFF_TEMPLATES,
+    UnsupportedTemplate,
+    build_chat_prompt,
+    build_prompt,
+    chat_messages,
+    check_template,
+)
+from workers.keys import sample_seed
+from workers.spec import (
+    ExecJob,
+    ExecutionRecord,
+    Generation,
+    GenRequest,
+    Outcome,
+    SampleRecord,
+    SamplingSpec,
+    SandboxLimits,
+    SeedPolicy,
+    SettingSpec,
+    Variant,
+)
+
+ChatRenderer = Callable[[Sequence[dict[str, str]]], str]
+
+
+@dataclass(frozen=True)
+class HumanEvalFix:
+    """The benchmark bound to a loaded problem set (shipped to workers once per grid)."""
+
+    problem_set: ProblemSet
+    name: str = "humanevalfix"
+
+    def problems(self, limit: int | None) -> tuple[Problem, ...]:
+        return self.problem_set.problems[:limit] if limit else self.problem_set.problems
+
+    def prompt(self, problem: Problem, setting: SettingSpec, chat: ChatRenderer | None) -> str:
+        variant = Variant(setting.benchmark.variant)
+        if setting.template == CHAT_TEMPLATE:
+            if chat is None:
+                raise UnsupportedTemplate("template 'chat' needs the model's tokenizer")
+            return build_chat_prompt(chat(chat_messages(problem, variant)), problem, variant)
+        return build_prompt(problem, variant, setting.template)
+
+    def requests(
+        self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None
+    ) -> list[GenRequest]:
+        """One request per problem (harness seeding) or per sample (per-sample seeds)."""
+        check_template(setting.template)
+        if setting.template in DIFF_TEMPLATES:
+            raise UnsupportedTemplate(
+                f"template {setting.template!r}: diff outputs are not scored by reprogrid"
+            )
+        decoding = setting.decoding
+        stop = stop_words(setting.template)
+        out = []
+        for problem in self.problems(setting.benchmark.limit):
+            prompt = self.prompt(problem, setting, chat)
+            common = dict(
+                task_id=problem.task_id,
+                prompt=prompt,
+                max_length=setting.max_length,
+                length_semantics=setting.length_semantics,
+                stop=stop,
+                add_special_tokens=setting.template != CHAT_TEMPLATE,
+            )
+            per_sample = setting.seed_policy is SeedPolicy.PER_SAMPLE and decoding.do_sample
+            if not per_sample:
+                sampling = SamplingSpec(
+                    decoding.do_sample, decoding.temperature, decoding.top_p, decoding.top_k, None
+                )
+                out.append(
+                    GenRequest(
+                        n_samples=setting.n_samples,
+                        samples_per_call=setting.samples_per_call,
+                        sampling=sampling,
+                        **common,
+                    )
+                )
+                continue
+            for index in range(setting.n_samples):
+                seed = sample_seed(key, problem.task_id, index)
+                sampling = SamplingSpec(True, decoding.temperature, decoding.top_p, decoding.top_k, seed)
+                out.append(
+                    GenRequest(
+                        n_samples=1, samples_per_call=1, sampling=sampling, sample_offset=index,
+                        **common,
+                    )
+                )  # fmt: skip
+        return out
+
+    def samples(
+        self,
+        setting: SettingSpec,
+        requests: Sequence[GenRequest],
+        generations: Sequence[Generation],
+        eos_token: str | None,
+    ) -> tuple[SampleRecord, ...]:
+        """Post-process every generation into the candidate program the harness scores."""
+        by_id = {p.task_id: p for p in self.problem_set.problems}
+        prompts = {r.task_id: r.prompt for r in requests}
+        seeds = {(r.task_id, r.sample_offset): r.sampling.seed for r in requests}
+        variant = Variant(setting.benchmark.variant)
+        records = []
+        for g in generations:
+            candidate = postprocess(
+                by_id[g.task_id], variant, setting.template, g.continuation, eos_token
+            )
+            records.append(
+                SampleRecord(
+                    task_id=g.task_id,
+                    sample_index=g.sample_index,
+                    prompt=prompts[g.task_id],
+                    continuation=g.continuation,
+                    program=candidate,
+                    n_prompt_tokens=g.n_prompt_tokens,
+                    n_output_tokens=g.n_output_tokens,
+                    prompt_truncated=g.prompt_truncated,
+                    hit_length_limit=g.hit_length_limit,
+                    output_token_ids=g.output_token_ids,
+                    seed=seeds.get((g.task_id, g.sample_index)),
+                    decode_mismatch=g.decode_mismatch,
+                )
+            )
+        return tuple(records)
+
+    def exec_jobs(self, samples: Sequence[SampleRecord], timeout_s: float) -> list[ExecJob]:
+        by_id = {p.task_id: p for p in self.problem_set.problems}
+        return [
+            ExecJob(
+                job_id=f"{s.task_id}#{s.sample_index}",
+                program=program_for(s.program, by_id[s.task_id]),
+                timeout_s=timeout_s,
+            )
+            for s in samples
+        ]
+
+    def execute(
+        self, samples: Sequence[SampleRecord], limits: SandboxLimits, workers: int | None = None
+    ) -> list[ExecutionRecord]:
+        """Run every candidate against its tests in the sandbox (deduplicated)."""
+        from workers.execution import execute_jobs
+
+        jobs = self.exec_jobs(samples, limits.timeout_s)
+        results = execute_jobs(jobs, limits, workers=workers)
+        return [
+            ExecutionRecord(
+                task_id=s.task_id,
+                sample_index=s.sample_index,
+                outcome=r.outcome,
+                score=1.0 if r.outcome is Outcome.PASSED else 0.0,
+                error_type=r.error_type,
+                error_message=r.error_message,
+                duration_s=r.duration_s,
+            )
+            for s, r in zip(samples, results, strict=True)
+        ]
+
+
+def reference_samples(problem_set: ProblemSet, variant: Variant, buggy: bool) -> list[SampleRecord]:
+    """Canonical fixes (or the buggy code) as candidates, for `check-references`."""
+    out = []
+    for p in problem_set.problems:
+        body = p.buggy_solution if buggy else p.canonical_solution
+        candidate = reference_candidate(p, variant, body)
+        out.append(SampleRecord(p.task_id, 0, "", body, candidate, 0, 0, False, False))
+    return out
