@@ -12,8 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from orchestrator import cli_report
 from orchestrator.config import ConfigError
 from storage.store import StoreError
+
+# Modules that add subcommands: each has register(subparsers) and COMMANDS {name: function}.
+EXTENSIONS = (cli_report,)
 
 logger = logging.getLogger("reprogrid")
 
@@ -86,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", help="what this machine can run: backends, sandbox, toolchains")
     p.add_argument("--json", action="store_true")
+    for module in EXTENSIONS:
+        module.register(sub)
     return parser
 
 
@@ -205,8 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    commands = dict(COMMANDS)
+    for module in EXTENSIONS:
+        commands.update(module.COMMANDS)
     try:
-        return COMMANDS[args.command](args)
+        return commands[args.command](args)
     except (ConfigError, StoreError, ValueError, FileNotFoundError) as e:
         sys.stderr.write(f"reprogrid {args.command}: error: {e}\n")
         return 2
