@@ -1,0 +1,162 @@
+"""best@10 and the reported table (spec §5), as `print_result_stat.py` computes it.
+
+Per question, its responses (by sample index) split into consecutive groups of 10 and each
+group keeps its best score (floored at 0: the official statistic starts the running best at 0).
+For group g, T_g = sum over questions of the group-g best. The overall score is mean(T_g) over
+groups divided by the summed full scores, and the std is the SAMPLE std (ddof=1) of T_g over
+groups, divided the same way (0 with a single group). Breakdowns by lang, type and metric use
+the same group totals restricted to a subset; the metric breakdown takes each group's best
+response (largest raw points, later sample on ties) and rescales its per-metric points by
+full_score / case total.
+
+Questions the machine cannot score (a unit-test toolchain is missing) count as 0 in the score
+over all questions and are left out of the score over scorable questions. A question where
+grading raised scores 0 in every group, like the official grader's "error encountered".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workers.benchmarks.infibench.scores import ResponseScore, ResponseStatus
+from workers.benchmarks.infibench.suite import Case, Suite
+
+GROUP_SIZE = 10  # attempt_reduce_mode avg_max_10
+
+
+@dataclass(frozen=True)
+class GroupedScore:
+    """A sum of group-best scores over some questions: one total per group of samples."""
+
+    name: str  # "overall", or the lang / type / metric name
+    n_questions: int
+    full_score: float  # summed full scores of those questions
+    group_totals: tuple[float, ...]  # T_g
+    mean: float  # mean of T_g (points)
+    std: float  # sample std of T_g (points), 0 with one group
+    pct: float  # 100 * mean / full_score
+    std_pct: float  # 100 * std / full_score
+
+
+@dataclass(frozen=True)
+class SuiteScore:
+    overall: GroupedScore  # over every question of the suite (unscorable ones count as 0)
+    scorable: GroupedScore  # over the questions this machine could score
+    by_lang: tuple[GroupedScore, ...]  # over all questions, unscorable as 0
+    by_type: tuple[GroupedScore, ...]
+    by_metric: tuple[GroupedScore, ...]
+    n_groups: int
+    unscorable_cases: tuple[str, ...]  # case ids with a missing toolchain
+    missing_languages: tuple[str, ...]  # the executor languages that were missing
+    error_cases: tuple[str, ...]  # case ids where grading raised (scored 0)
+    cases_without_responses: tuple[str, ...]  # scored null_score
+
+
+def group_best(scores: Sequence[float], group_size: int = GROUP_SIZE) -> list[float]:
+    """max(0, max of each consecutive group) of one question's scores, in sample order."""
+    return [max(0.0, *scores[i : i + group_size]) for i in range(0, len(scores), group_size)]
+
+
+def grouped(name: str, n_questions: int, full: float, totals: Sequence[float]) -> GroupedScore:
+    mean = statistics.fmean(totals) if totals else 0.0
+    std = statistics.stdev(totals) if len(totals) > 1 else 0.0
+    return GroupedScore(name, n_questions, full, tuple(totals), mean, std,
+                        100.0 * mean / full if full else 0.0,
+                        100.0 * std / full if full else 0.0)  # fmt: skip
+
+
+def _add(totals: list[float], values: Sequence[float]) -> None:
+    for g, value in enumerate(values):
+        if g == len(totals):
+            totals.append(0.0)
+        totals[g] += value
+
+
+def _metric_points(case: Case, responses: list[ResponseScore], group_size: int):
+    """print_result_stat's per-metric group points (earned per group, full per metric)."""
+    earned_per_group: list[dict[str, float]] = []
+    best = None
+    for i in range(0, len(responses), group_size):
+        best, best_raw = None, 0.0
+        for response in responses[i : i + group_size]:
+            if response.raw_earned >= best_raw:
+                best, best_raw = response, response.raw_earned
+        earned_per_group.append(
+            {m.counts_as: m.earned for m in best.metrics} if best is not None else {}
+        )
+    full = {m.counts_as: m.total for m in best.metrics} if best is not None else {}
+    case_total = case.criteria.max_score
+    if case_total is None:
+        case_total = sum(full.values())
+    scale = case.full_score / case_total if case_total else 0.0
+    return (
+        [{k: v * scale for k, v in group.items()} for group in earned_per_group],
+        {k: v * scale for k, v in full.items()},
+    )
+
+
+def aggregate(suite: Suite, scores: Sequence[ResponseScore],
+              group_size: int = GROUP_SIZE) -> SuiteScore:  # fmt: skip
+    """The reported score ± std and its breakdowns, from per-response scores."""
+    by_case: dict[str, list[ResponseScore]] = {c.case_path: [] for c in suite.cases}
+    for score in scores:
+        by_case[score.case_path].append(score)
+    overall: list[float] = []
+    scorable: list[float] = []
+    subsets: dict[tuple[str, str], list[float]] = {}
+    subset_full: dict[tuple[str, str], float] = {}
+    subset_n: dict[tuple[str, str], int] = {}
+    unscorable, errors, empty, missing_langs = [], [], [], set()
+    scorable_full, n_scorable = 0.0, 0
+    for case in suite.cases:
+        responses = sorted(by_case[case.case_path], key=lambda r: r.sample_index)
+        statuses = {r.status for r in responses}
+        if not responses:
+            empty.append(case.case_id)
+            best = [case.null_score]
+        elif ResponseStatus.TOOLCHAIN_MISSING in statuses:
+            unscorable.append(case.case_id)
+            missing_langs.update(lang for r in responses for lang in r.missing_executors)
+            best = [0.0] * len(group_best([0.0] * len(responses), group_size))
+        elif ResponseStatus.ERROR in statuses:
+            errors.append(case.case_id)
+            best = [0.0] * len(group_best([0.0] * len(responses), group_size))
+        else:
+            best = group_best([r.score or 0.0 for r in responses], group_size)
+        _add(overall, best)
+        if case.case_id not in unscorable:
+            _add(scorable, best)
+            scorable_full += case.full_score
+            n_scorable += 1
+        keys = [("lang", case.lang), ("type", case.type)]
+        for key in keys:
+            _add(subsets.setdefault(key, []), best)
+            subset_full[key] = subset_full.get(key, 0.0) + case.full_score
+            subset_n[key] = subset_n.get(key, 0) + 1
+        if responses and statuses == {ResponseStatus.SCORED}:
+            earned, full = _metric_points(case, responses, group_size)
+            for metric, points in full.items():
+                key = ("metric", metric)
+                subset_full[key] = subset_full.get(key, 0.0) + points
+                subset_n[key] = subset_n.get(key, 0) + 1
+                _add(subsets.setdefault(key, []), [g.get(metric, 0.0) for g in earned])
+    total_full = sum(c.full_score for c in suite.cases)
+
+    def breakdown(kind: str) -> tuple[GroupedScore, ...]:
+        keys = sorted((k for k in subsets if k[0] == kind), key=lambda k: -subset_full[k])
+        return tuple(grouped(k[1], subset_n[k], subset_full[k], subsets[k]) for k in keys)
+
+    return SuiteScore(
+        overall=grouped("overall", len(suite.cases), total_full, overall),
+        scorable=grouped("scorable", n_scorable, scorable_full, scorable),
+        by_lang=breakdown("lang"),
+        by_type=breakdown("type"),
+        by_metric=breakdown("metric"),
+        n_groups=len(overall),
+        unscorable_cases=tuple(unscorable),
+        missing_languages=tuple(sorted(missing_langs)),
+        error_cases=tuple(errors),
+        cases_without_responses=tuple(empty),
+    )
