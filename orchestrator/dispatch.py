@@ -110,8 +110,8 @@ class Dispatcher:
 
     def _gpus_for(self, unit: EngineUnit, cluster_gpus: float) -> float:
         wanted = unit.engine.model.num_gpus
-        if unit.engine.backend in (BackendName.REPLAY, BackendName.FAKE):
-            return 0
+        if unit.engine.backend is BackendName.REPLAY:
+            return 0  # no model to place
         if cluster_gpus <= 0:
             if not self.options.cluster.cpu_if_no_gpus:
                 raise ClusterError(

@@ -166,7 +166,7 @@ class Store:
                 meta = pq.read_metadata(fh)
         except (FileNotFoundError, OSError, pa.ArrowInvalid):
             return False
-        return set(TABLES[table].names) <= set(meta.schema.names)
+        return set(TABLES[table].names) <= set(meta.schema.to_arrow_schema().names)
 
     def read_shard(self, table: str, key: str) -> pa.Table | None:
         """The shard's rows, or None when it is missing or unreadable (a crashed write)."""

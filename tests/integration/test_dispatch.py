@@ -1,0 +1,127 @@
+"""Dispatch on a local Ray with fake GPUs (in this process): GPU scheduling, a worker killed
+mid-unit, a forced per-setting failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from orchestrator.config import load_run_config  # noqa: E402
+from orchestrator.runner import prepare, run_grid  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(address="local", num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def run(overrides, store: Path, **kwargs):
+    prepared = prepare(load_run_config([*overrides, f"store={store}"]))
+    return prepared, run_grid(prepared, **kwargs)
+
+
+def intervals(store: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(store / "settings")
+    frame["gpus"] = frame.engine_options_json.str.extract(r'"cuda_visible_devices":"([^"]*)"')
+    return frame.groupby("engine_key").agg(
+        start=("generation_started_at", "min"), end=("generation_finished_at", "max"),
+        gpus=("gpus", "first"),
+    )  # fmt: skip
+
+
+FAKE = ["backend=fake", "model=tiny", "benchmark.limit=4", "grid.precision=fp32,bf16,fp16"]
+
+
+def test_two_one_gpu_units_run_at_once(env, local_ray, tmp_path):
+    _, outcome = run([*FAKE, "model.repo_id='fake://delay=0.4'"], tmp_path / "s")
+    assert outcome.engine_loads == 3 and outcome.failed == 0
+    units = intervals(tmp_path / "s").sort_values("start")
+    first, second = units.iloc[0], units.iloc[1]
+    assert second.start < first.end  # overlap: both fake GPUs busy
+    assert {first.gpus, second.gpus} == {"0", "1"}
+
+
+def test_a_two_gpu_model_waits_for_both(env, local_ray, tmp_path):
+    overrides = [*FAKE, "model.repo_id='fake://delay=0.3'", "model.num_gpus=2"]
+    _, outcome = run(overrides, tmp_path / "s")
+    assert outcome.engine_loads == 3 and outcome.failed == 0
+    units = intervals(tmp_path / "s").sort_values("start")
+    for earlier, later in zip(units.iloc[:-1].itertuples(), units.iloc[1:].itertuples(), strict=True):
+        assert later.start >= earlier.end  # never two at once
+    assert set(units.gpus) == {"0,1"}
+
+
+def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_path):
+    overrides = ["backend=fake", "model=tiny", "benchmark.limit=3",
+                 "model.repo_id='fake://fail-on=[INST]'", "template=own,codellama,instruct"]  # fmt: skip
+    _, outcome = run(overrides, tmp_path / "s")
+    settings = pd.read_parquet(tmp_path / "s" / "settings").set_index("template")
+    assert outcome.failed == 1
+    assert settings.loc["codellama", "status"] == "failed"
+    assert settings.loc["codellama", "error_type"] == "FakeFailure"
+    assert "[INST]" in settings.loc["codellama", "status_reason"]
+    assert set(settings.drop("codellama").status) == {"complete"}
+    # a plain re-run leaves the failure alone; --retry-failed retries only it
+    _, again = run(overrides, tmp_path / "s")
+    assert again.generated == 0 and again.failed == 0
+    _, retried = run(overrides, tmp_path / "s", retry_failed=True)
+    assert retried.failed == 1 and retried.generated == 0
+    assert pd.read_parquet(tmp_path / "s" / "settings").set_index("template").loc["codellama", "attempts"] == 2
+
+
+def engine_worker_pids() -> list[int]:
+    """EngineWorker processes of the Ray instance this test started (descendants of us)."""
+    me, pids = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            pid = int(entry.name)
+            parent = pid
+            while parent > 1:
+                parent = int((Path("/proc") / str(parent) / "stat").read_text().split()[3])
+                if parent == me:
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == me and "EngineWorker" in cmdline:
+            pids.append(pid)
+    return pids
+
+
+def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray, tmp_path):
+    store = tmp_path / "s"
+    overrides = ["model=tiny", "benchmark.limit=12", "max_length=384",
+                 "template=own,instruct", "decoding=greedy,t0.2,t0.8"]  # fmt: skip
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(outcome=run(overrides, store)[1]))
+    thread.start()
+    killed = None
+    deadline = time.monotonic() + 300
+    while killed is None and time.monotonic() < deadline and thread.is_alive():
+        done = list((store / "generations").glob("*.parquet")) if (store / "generations").exists() else []
+        pids = engine_worker_pids()
+        if done and pids:
+            killed = pids[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    thread.join(600)
+    assert killed is not None, "the engine finished before it could be killed"
+    outcome = result["outcome"]
+    assert outcome.failed == 0
+    settings = pd.read_parquet(store / "settings")
+    assert len(settings) == 6 and set(settings.status) == {"complete"}
+    assert len(pd.read_parquet(store / "scores")) == 6
+    assert len(set(settings.node_id)) >= 1

@@ -1,0 +1,59 @@
+"""A deterministic, model-free backend for orchestration tests (never for results).
+
+The "model" id may carry test knobs: `fake://delay=0.05,fail-on=[INST]` sleeps per request and
+raises for prompts containing the given text (to test per-setting failures).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+
+from workers.spec import BackendName, EngineInfo, EngineSpec, GenRequest, Generation
+
+
+class FakeFailure(RuntimeError):
+    pass
+
+
+def _knobs(repo_id: str) -> dict[str, str]:
+    spec = repo_id.removeprefix("fake://")
+    return dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+
+
+class FakeBackend:
+    def __init__(self) -> None:
+        self.knobs: dict[str, str] = {}
+
+    def load(self, engine: EngineSpec) -> EngineInfo:
+        self.knobs = _knobs(engine.model.repo_id)
+        # The GPUs Ray assigned, so scheduling tests can see which fake GPU served the unit.
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        return EngineInfo(BackendName.FAKE, "fake", "none", engine.dtype.value,
+                          engine.model.revision, "", None, "</s>", {"cuda_visible_devices": gpus})  # fmt: skip
+
+    @property
+    def eos_token(self) -> str | None:
+        return "</s>"
+
+    def render_chat(self, messages) -> str:
+        return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages)
+
+    def generate(self, requests: Sequence[GenRequest], global_seed: int | None = None) -> list[Generation]:
+        out = []
+        delay = float(self.knobs.get("delay", 0))
+        for request in requests:
+            if "fail-on" in self.knobs and self.knobs["fail-on"] in request.prompt:
+                raise FakeFailure(f"forced failure for a prompt containing {self.knobs['fail-on']!r}")
+            time.sleep(delay)
+            for i in range(request.n_samples):
+                digest = hashlib.sha256(f"{request.prompt}|{request.sampling}|{i}".encode()).hexdigest()
+                text = f"\n    return None  # {digest[:8]}\n"
+                out.append(Generation(request.task_id, request.sample_offset + i, text,
+                                      len(request.prompt) // 4, 8, False, False))  # fmt: skip
+        return out
+
+    def close(self) -> None:
+        pass
