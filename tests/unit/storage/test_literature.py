@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import pytest
+
+from storage.literature import (
+    COLUMNS,
+    LiteratureError,
+    load_default_literature,
+    load_literature,
+    parse_literature,
+)
+
+HEADER = ",".join(COLUMNS)
+GOOD = "CodeLlama-13B,CodeLlama,13,base,6.1,arXiv:2405.04324,Granite,Table 11,greedy,primary-source"
+
+
+def test_the_shipped_table_loads_with_the_printed_text():
+    rows = load_default_literature()
+    assert len(rows) == 95
+    by = {(r.model, r.source_id): r for r in rows}
+    codellama34 = by[("CodeLlama-34B", "arXiv:2405.04324")]
+    assert codellama34.score_text == "14.0" and codellama34.decimals == 1
+    assert codellama34.score_pct == 14.0
+    assert by[("Mixtral-8x7B-v0.1", "arXiv:2405.04324")].size_b == "8x7"
+    assert by[("GPT-4", "arXiv:2312.14187")].size_b == ""
+    assert rows[0].line == 2  # the header is line 1
+
+
+def test_the_shipped_copy_equals_the_shared_data_file(shared_data):
+    from importlib import resources
+
+    shipped = resources.files("storage").joinpath("data", "humanevalfix-python.csv").read_bytes()
+    assert shipped == (shared_data / "literature" / "humanevalfix-python.csv").read_bytes()
+
+
+def test_a_user_csv_with_the_same_columns_loads(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text(f"{HEADER},extra\n{GOOD},ignored\n", encoding="utf-8")
+    [row] = load_literature(path)
+    assert (row.model, row.tuning, row.score_text, row.line) == ("CodeLlama-13B", "base", "6.1", 2)
+
+
+def _with(column: str, value: str) -> str:
+    cells = GOOD.split(",")
+    cells[COLUMNS.index(column)] = f'"{value}"' if "," in value else value
+    return ",".join(cells)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "fragment"),
+    [
+        ("tuning", "chat", "base, instruct"),
+        ("score_pct", "44,9", "percentage"),
+        ("score_pct", "abc", "percentage"),
+        ("score_pct", "101.0", "percentage"),
+        ("score_pct", "-1", "percentage"),
+        ("score_pct", "12%", "percentage"),
+        ("score_pct", "", "percentage"),
+        ("size_b", "big", "billions"),
+        ("model", "", "must not be empty"),
+        ("source_id", "", "must name the source"),
+    ],
+)
+def test_bad_values_name_line_column_and_value(column, value, fragment):
+    text = f"{HEADER}\n{GOOD}\n{_with(column, value)}\n"
+    with pytest.raises(LiteratureError) as info:
+        parse_literature(text, "lit.csv")
+    err = info.value
+    assert (err.source, err.line, err.column, err.value) == ("lit.csv", 3, column, value)
+    message = str(err)
+    assert "lit.csv:3" in message and repr(column) in message and fragment in message
+
+
+def test_line_numbers_count_physical_lines_across_quoted_newlines():
+    multiline = GOOD.replace("greedy", '"greedy,\nmultiline note"')
+    text = f"{HEADER}\n{multiline}\n{_with('tuning', 'x')}\n"
+    with pytest.raises(LiteratureError) as info:
+        parse_literature(text, "lit.csv")
+    assert info.value.line == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("", "empty file"),
+        ("model,score_pct\nA,1.0\n", "header lacks column(s) model_family"),
+        (f"{HEADER}\n", "no literature rows"),
+        (f"{HEADER}\nA,B,1,base\n", "has 4 fields, the header has 10"),
+    ],
+)
+def test_bad_files(text, fragment):
+    with pytest.raises(LiteratureError, match=None) as info:
+        parse_literature(text, "lit.csv")
+    assert fragment in str(info.value)
+
+
+def test_missing_file_is_a_literature_error(tmp_path):
+    with pytest.raises(LiteratureError, match="file not found"):
+        load_literature(tmp_path / "nope.csv")
+
+
+def test_is_a_value_error_for_the_cli():
+    assert issubclass(LiteratureError, ValueError)
