@@ -1,11 +1,147 @@
-"""Subcommands for reading a store: report, export and import of harness generations.
+"""Subcommands for reading a store: `report`, `export-generations`, `import-generations`.
 
-(Placeholder registry; the commands are added by the report module.)"""
+Registered into `reprogrid` by orchestrator/cli.py (`register(subparsers)` and `COMMANDS`).
+Options are documented in docs/report.md.
+"""
 
 from __future__ import annotations
 
-COMMANDS: dict = {}
+import argparse
+import json
+import sys
+
+DEFAULT_STORE = "results"
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
 
 
 def register(sub) -> None:
-    return None
+    from orchestrator.report_render import FORMATS
+
+    p = sub.add_parser(
+        "report",
+        help="tables, literature comparison, effects and plots for a store (md/csv/tex/html/json)",
+        description="Join a store's scores with the literature values and write the report.",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument("--out", default=None, help="output folder (default: <store>/report)")
+    p.add_argument(
+        "--format", default=",".join(FORMATS), metavar="FORMATS",
+        help=f"comma list of {', '.join(FORMATS)} (default: all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--literature", default=None, metavar="CSV",
+        help="literature CSV with the shipped file's columns (default: the shipped "
+        "HumanEvalFix-Python values)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mapping", default=None, metavar="YAML",
+        help="literature-name -> model-name mapping (default: sweeps/literature/humanevalfix.yaml)",
+    )  # fmt: skip
+    p.add_argument(
+        "--baseline", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        help="change the effects baseline (default template=own decoding=greedy max_length=2048 "
+        "precision=bf16); axes: template, decoding, max_length, precision, backend; KEY=* frees one",
+    )  # fmt: skip
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
+    p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
+
+    p = sub.add_parser(
+        "export-generations",
+        help="write a stored setting's programs as a BigCode harness generations.json",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument("--setting", required=True, metavar="KEY", help="setting key (or a unique prefix)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSON file to write")
+
+    p = sub.add_parser(
+        "import-generations",
+        help="score a BigCode harness generations.json and store it as a setting (backend replay)",
+    )
+    p.add_argument("file", metavar="FILE", help="the harness's generations JSON")
+    p.add_argument("--model", required=True, help="model config name (sweeps/model/<name>.yaml)")
+    p.add_argument(
+        "--setting", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        help="the setting the file was generated with, as overrides (template=instruct "
+        "decoding=t0.2 max_length=512 precision=bf16 ...)",
+    )  # fmt: skip
+    p.add_argument("--store", default=None, help="store folder or URI (default: config `store`)")
+    p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another writer of the store")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="more Hydra overrides")
+
+
+def _default_out(store: str) -> str:
+    if "://" in store:
+        return "report"  # object stores: the report goes to the working folder
+    return f"{store.rstrip('/')}/report"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from orchestrator.effects import parse_baseline
+    from orchestrator.report import ReportOptions, build_report
+    from orchestrator.report_render import parse_formats, write_report
+
+    formats = parse_formats(args.format)
+    defaults = ReportOptions()
+    options = ReportOptions(
+        literature_path=args.literature,
+        mapping_path=args.mapping,
+        baseline=parse_baseline(args.baseline),
+        n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
+        confidence=args.confidence if args.confidence is not None else defaults.confidence,
+        seed=args.seed if args.seed is not None else defaults.seed,
+    )
+    data = build_report(args.store, options)
+    paths = write_report(data, args.out or _default_out(args.store), formats)
+    for note in data.notes:
+        _out(f"note: {note}")
+    literature = data.table("literature")
+    if not literature.empty:
+        counts = literature["status"].value_counts().to_dict()
+        _out("literature: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for path in paths:
+        _out(str(path))
+    return 0
+
+
+def cmd_export_generations(args: argparse.Namespace) -> int:
+    from orchestrator.harness_io import export_entries, resolve_setting_key, write_generations_json
+    from storage.store import Store
+
+    store = Store(args.store)
+    key = resolve_setting_key(store, args.setting)
+    entries = export_entries(store, key)
+    path = write_generations_json(entries, args.out)
+    _out(f"{path}: {len(entries)} problems x {len(entries[0])} samples (setting {key[:12]})")
+    return 0
+
+
+def cmd_import_generations(args: argparse.Namespace) -> int:
+    from orchestrator.harness_io import import_generations
+
+    overrides = [*args.setting, *args.overrides]
+    if args.store:
+        overrides.append(f"store={args.store}")
+    outcome = import_generations(args.file, args.model, overrides, wait_lock_s=args.wait_lock)
+    if args.json:
+        _out(json.dumps(outcome.__dict__, indent=2))
+    else:
+        score = "-" if outcome.pass_at_1 is None else f"{100 * outcome.pass_at_1:.2f}"
+        _out(
+            f"setting {outcome.setting_key} (backend replay): pass@1 {score} "
+            f"({outcome.n_passed} passing samples, {outcome.n_problems} problems x "
+            f"{outcome.n_samples}); store {outcome.store}"
+        )
+    return 0
+
+
+COMMANDS = {
+    "report": cmd_report,
+    "export-generations": cmd_export_generations,
+    "import-generations": cmd_import_generations,
+}

@@ -1,0 +1,210 @@
+"""Synthetic stores for report and harness tests, written through Store.write_rows (real schema).
+
+`write_synthetic_store`: two models (DeepSeekCoder 1.3B base and instruct) x a handful of
+settings on 164 problems, plus a skipped and a failed setting. Pass counts are chosen so the
+literature join has something to find: the base model's baseline scores 2/164 (rounds to the
+reported 1.2), the instruct model's baseline 27/164 (floors to 16.4, a value reported for the
+*base* model: tuning confusion), its instruct-template setting 15/164 (9.1).
+
+`write_canonical_store`: one setting of model `tiny` on the first few real HumanEvalFix problems
+whose programs are the canonical fixes (or the buggy code for some), for the export/import round
+trip through the real sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from storage.store import Store
+
+N_PROBLEMS = 164
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+RUN_ID = "20250102T030405-fixture"
+LIBRARIES = json.dumps({"python": "3.11.7", "torch": "2.13.0", "transformers": "5.16.1"})
+
+MODELS: dict[str, dict[str, Any]] = {
+    "deepseekcoder-1.3b-base": dict(
+        model_repo_id="deepseek-ai/deepseek-coder-1.3b-base", model_tuning="base",
+        own="deepseek", model_revision="rev-base-0001",
+    ),
+    "deepseekcoder-1.3b-instruct": dict(
+        model_repo_id="deepseek-ai/deepseek-coder-1.3b-instruct", model_tuning="instruct",
+        own="deepseek", model_revision="rev-inst-0001",
+    ),
+}  # fmt: skip
+PRECISIONS = {"bf16": ("bf16", "none"), "fp16": ("fp16", "none"), "fp32": ("fp32", "none"),
+              "int8": ("fp16", "int8"), "int4": ("fp16", "int4")}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spec:
+    model: str
+    template: str  # "own" or a harness template name
+    decoding: str  # greedy | t0.8
+    max_length: int
+    precision: str
+    passes: int  # greedy: problems solved; sampled: total passing samples
+    n_samples: int = 1
+    truncated: int = 0  # samples with a truncated prompt
+    hit_limit: int = 0  # samples that hit the length limit
+    status: str = "complete"
+    reason: str | None = None
+    backend: str = "hf"
+
+
+BASE, INST = "deepseekcoder-1.3b-base", "deepseekcoder-1.3b-instruct"
+SPECS = (
+    Spec(BASE, "own", "greedy", 2048, "bf16", 2),
+    Spec(BASE, "instruct", "greedy", 2048, "bf16", 5),
+    Spec(BASE, "own", "greedy", 512, "bf16", 1, truncated=3, hit_limit=10),
+    Spec(BASE, "own", "greedy", 2048, "fp16", 3),
+    Spec(BASE, "own", "greedy", 2048, "int4", 2),
+    Spec(BASE, "own", "t0.8", 2048, "bf16", 9, n_samples=5),
+    Spec(BASE, "own", "greedy", 2048, "int8", 0, status="skipped", backend="vllm",
+         reason="vLLM quantizes with bitsandbytes only to 4-bit in flight"),
+    Spec(INST, "own", "greedy", 2048, "bf16", 27),
+    Spec(INST, "instruct", "greedy", 2048, "bf16", 15),
+    Spec(INST, "own", "greedy", 512, "bf16", 20, truncated=4, hit_limit=7),
+    Spec(INST, "own", "greedy", 2048, "fp16", 26),
+    Spec(INST, "own", "greedy", 2048, "int4", 24),
+    Spec(INST, "own", "t0.8", 2048, "bf16", 101, n_samples=5),
+    Spec(INST, "own", "greedy", 2048, "fp32", 0, status="failed",
+         reason="CUDA out of memory. Tried to allocate 2.00 GiB"),
+)  # fmt: skip
+
+
+def spec_key(spec: Spec) -> str:
+    text = f"{spec.model}|{spec.template}|{spec.decoding}|{spec.max_length}|{spec.precision}"
+    return hashlib.sha256((text + f"|{spec.backend}|{spec.n_samples}").encode()).hexdigest()
+
+
+def _settings_row(spec: Spec, key: str, n_problems: int = N_PROBLEMS) -> dict[str, Any]:
+    model = MODELS.get(spec.model, {})
+    dtype, quant = PRECISIONS[spec.precision]
+    sampled = spec.decoding != "greedy"
+    template = model.get("own", "yi") if spec.template == "own" else spec.template
+    row = {
+        "setting_key": key, "engine_key": "engine-" + key[:8], "status": spec.status,
+        "status_reason": spec.reason, "attempts": 1, "run_id": RUN_ID, "updated_at": NOW,
+        "model_name": spec.model, "model_repo_id": model.get("model_repo_id", spec.model),
+        "model_revision": model.get("model_revision", "r0"), "model_family": "deepseekcoder",
+        "model_size_b": 1.3, "model_tuning": model.get("model_tuning", "instruct"),
+        "backend": spec.backend, "dtype": dtype, "quant": quant, "bnb_4bit_quant_type": "fp4",
+        "precision": spec.precision, "benchmark": "humanevalfix", "variant": "tests",
+        "data_sha256": "d" * 64, "limit": None, "template": template, "decoding": spec.decoding,
+        "do_sample": sampled, "temperature": 0.8 if sampled else 0.0,
+        "top_p": 0.95 if sampled else 1.0, "top_k": 0, "max_length": spec.max_length,
+        "length_semantics": "total", "n_samples": spec.n_samples, "samples_per_call": 1,
+        "seed": 0, "seed_policy": "harness", "setting_json": "{}",
+    }  # fmt: skip
+    if spec.status == "failed":
+        row["error_type"] = "OutOfMemoryError"
+    if spec.status == "complete":
+        row.update(
+            hostname="gpu-node-1", node_id="node-1", device="cuda:0 NVIDIA H100 80GB HBM3",
+            backend_version="transformers 5.16.1", effective_dtype=dtype,
+            tokenizer_sha256="t" * 64, library_versions_json=LIBRARIES,
+        )  # fmt: skip
+    return row
+
+
+def _passes(spec: Spec, key: str, n_problems: int) -> np.ndarray:
+    """passed[problem, sample]: `spec.passes` passing samples at seeded random positions."""
+    rng = np.random.default_rng(int(key[:8], 16))
+    flat = np.zeros(n_problems * spec.n_samples, dtype=bool)
+    flat[rng.choice(flat.size, size=spec.passes, replace=False)] = True
+    return flat.reshape(n_problems, spec.n_samples)
+
+
+def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> None:
+    n_problems, n_samples = passed.shape
+    gens, execs = [], []
+    for i in range(n_problems):
+        for j in range(n_samples):
+            flat = i * n_samples + j
+            gens.append({
+                "setting_key": key, "task_id": f"Python/{i}", "sample_index": j,
+                "prompt": "p", "continuation": "c", "program": f"def f_{i}_{j}():\n    pass\n",
+                "n_prompt_tokens": 100, "n_output_tokens": 20,
+                "prompt_truncated": flat < spec.truncated, "hit_length_limit": flat < spec.hit_limit,
+                "output_token_ids": [], "decode_mismatch": False, "seed": None,
+            })  # fmt: skip
+            ok = bool(passed[i, j])
+            execs.append({
+                "setting_key": key, "task_id": f"Python/{i}", "sample_index": j,
+                "outcome": "passed" if ok else "failed", "passed": ok, "score": float(ok),
+                "error_type": None if ok else "AssertionError", "error_message": None,
+                "duration_s": 0.1, "details": None,
+            })  # fmt: skip
+    store.write_rows("generations", key, gens)
+    store.write_rows("executions", key, execs)
+    store.write_rows("scores", key, [_score_row(spec, key, passed)])
+
+
+def _score_row(spec: Spec, key: str, passed: np.ndarray) -> dict[str, Any]:
+    setting = _settings_row(spec, key, passed.shape[0])
+    pass1 = float(passed.mean(axis=1).mean())
+    copied = ("model_name", "model_family", "model_size_b", "model_tuning", "backend", "dtype",
+              "quant", "precision", "variant", "template", "decoding", "temperature",
+              "max_length", "length_semantics", "seed")  # fmt: skip
+    return {
+        "setting_key": key, "benchmark": "humanevalfix", "metric": "pass@1", "value": pass1,
+        "n_problems": passed.shape[0], "n_samples": spec.n_samples,
+        "n_passed": int(passed.sum()), "pass_at_1": pass1,
+        "n_prompt_truncated": spec.truncated, "n_hit_length_limit": spec.hit_limit,
+        "n_decode_mismatch": 0, "n_timeout": 0, "n_unscorable": 0,
+        **{c: setting[c] for c in copied},
+    }  # fmt: skip
+
+
+def _write_run(store: Store, keys: list[str]) -> None:
+    store.write_rows("runs", RUN_ID, [{
+        "run_id": RUN_ID, "started_at": NOW, "finished_at": NOW, "command": "run",
+        "overrides_json": "[]", "setting_keys": keys, "n_generated": len(keys),
+        "n_executed": len(keys), "git_revision": "0" * 40, "hostname": "driver-1",
+        "library_versions_json": LIBRARIES, "data_sources_json": "{}",
+        "cluster_address": "local", "status": "finished",
+    }])  # fmt: skip
+
+
+def write_synthetic_store(root: str) -> dict[str, Spec]:
+    """Write the synthetic store under `root`; returns {setting key: spec}."""
+    store = Store(root)
+    out = {}
+    for spec in SPECS:
+        key = spec_key(spec)
+        out[key] = spec
+        store.write_rows("settings", key, [_settings_row(spec, key)])
+        if spec.status == "complete":
+            _write_results(store, spec, key, _passes(spec, key, N_PROBLEMS))
+    _write_run(store, list(out))
+    return out
+
+
+def write_canonical_store(root: str, problem_set, n_problems: int = 5, buggy=(3,)) -> str:
+    """One greedy setting of model `tiny` (own template, 2048, fp32, hf, limit n_problems) whose
+    programs are the canonical fixes of the first problems (the buggy code for `buggy`)."""
+    from workers.benchmarks.humanevalfix.adapter import reference_samples
+    from workers.spec import Variant
+
+    store = Store(root)
+    spec = Spec("tiny", "own", "greedy", 2048, "fp32", n_problems - len(buggy))
+    key = "c" * 64
+    canonical = reference_samples(problem_set, Variant.TESTS, buggy=False)[:n_problems]
+    wrong = reference_samples(problem_set, Variant.TESTS, buggy=True)[:n_problems]
+    programs = [(w if i in buggy else c).program for i, (c, w) in enumerate(zip(canonical, wrong))]
+    passed = np.array([[i not in buggy] for i in range(n_problems)])
+    row = _settings_row(spec, key, n_problems) | {"limit": n_problems, "model_family": "tiny"}
+    store.write_rows("settings", key, [row])
+    _write_results(store, spec, key, passed)
+    gens = store.read_shard("generations", key).to_pylist()
+    for g, program in zip(gens, programs, strict=True):
+        g["program"] = program
+    store.write_rows("generations", key, gens)
+    return key
