@@ -61,7 +61,11 @@ def register(sub) -> None:
         "import-generations",
         help="score a BigCode harness generations.json and store it as a setting (backend replay)",
     )
-    p.add_argument("file", metavar="FILE", help="the harness's generations JSON")
+    p.add_argument(
+        "inputs", nargs="+", metavar="FILE [KEY=VALUE ...]",
+        help="the harness's generations JSON, then optional Hydra overrides (put overrides "
+        "right after FILE, or after --setting)",
+    )  # fmt: skip
     p.add_argument("--model", required=True, help="model config name (sweeps/model/<name>.yaml)")
     p.add_argument(
         "--setting", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -72,7 +76,6 @@ def register(sub) -> None:
     p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for another writer of the store")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="more Hydra overrides")
 
 
 def _default_out(store: str) -> str:
@@ -124,10 +127,11 @@ def cmd_export_generations(args: argparse.Namespace) -> int:
 def cmd_import_generations(args: argparse.Namespace) -> int:
     from orchestrator.harness_io import import_generations
 
-    overrides = [*args.setting, *args.overrides]
+    file, *extra = args.inputs
+    overrides = [*extra, *args.setting]
     if args.store:
         overrides.append(f"store={args.store}")
-    outcome = import_generations(args.file, args.model, overrides, wait_lock_s=args.wait_lock)
+    outcome = import_generations(file, args.model, overrides, wait_lock_s=args.wait_lock)
     if args.json:
         _out(json.dumps(outcome.__dict__, indent=2))
     else:
