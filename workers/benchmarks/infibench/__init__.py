@@ -5,7 +5,8 @@ Spec: shared/specs/infibench.md; what is implemented and every deviation: docs/i
     suite = load_suite(data_dir / "infibench")            # or load_packed_suite / load_dev_suite
     messages = chat_messages(suite.cases[0])              # or default_prompt(case)
     text = trim_response(continuation, eos_token)         # post-processing of a generation
-    scores = score_responses(suite, rows, workers=2)      # rows: case_path, sample_index, completion
+    scores = score_responses(suite, rows, workers=2)      # rows: case_path, sample_index,
+                                                          #       completion
     report = aggregate(suite, scores)                     # best@10 mean ± std and breakdowns
     rows = to_rows(scores)                                # JSON-native dicts for storage
     executor_availability()                               # which unit-test toolchains work here

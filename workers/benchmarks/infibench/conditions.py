@@ -3,8 +3,8 @@
 The official grader runs `eval(cond)` with its local variables in scope. Every `cond` in the
 suites is `context[-1].startswith('match')` ("the previous top-level rule matched"), so a small
 interpreter over a safe subset of Python expressions gives identical results without executing
-suite text: names from the given variables, constants, `and`/`or`/`not`, comparisons,
-subscripts and slices, `len(...)`, and the string methods below. Anything else raises
+suite text: names from the given variables, constants, lists and tuples, `and`/`or`/`not`,
+comparisons, subscripts and slices, `len(...)`, and the string methods below. Anything else raises
 `UnsupportedCondition` (which grades the case as an error, like a failing `eval` would).
 Python semantics are kept, including errors: `context[-1]` on an empty list raises IndexError.
 """
@@ -48,6 +48,9 @@ def evaluate_condition(expr: str, variables: Mapping[str, Any]) -> Any:
 def _eval(node: ast.expr, env: Mapping[str, Any], expr: str) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_eval(item, env, expr) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
     if isinstance(node, ast.Name):
         if node.id in env:
             return env[node.id]

@@ -171,6 +171,8 @@ def run_program(program: Program, config: ExecutorConfig | None = None) -> ExecO
             return ExecOutcome(True, "passed", result.duration_s)
         if result.exit_code == PY_TIMED_OUT:
             return ExecOutcome(False, "timed out", result.duration_s, timed_out=True)
+        if result.exit_code == PY_FAILED:
+            return ExecOutcome(False, _runner_message(result.stderr), result.duration_s)
         return ExecOutcome(False, _failure(result), result.duration_s)
     recipe = _RECIPES[program.lang]
     result = run_command(
@@ -181,6 +183,14 @@ def run_program(program: Program, config: ExecutorConfig | None = None) -> ExecO
     if result.exit_code == 0:
         return ExecOutcome(True, "passed", result.duration_s)
     return ExecOutcome(False, _failure(result), result.duration_s)
+
+
+def _runner_message(stderr: str) -> str:
+    """The runner's own "failed: <exception>" line (the official result text)."""
+    for line in reversed(stderr.splitlines()):
+        if line.startswith("[infibench] "):
+            return line[len("[infibench] ") :][:500]
+    return "failed: "
 
 
 def _failure(result) -> str:
@@ -206,7 +216,6 @@ _PROBES: Mapping[str, tuple[tuple[str, ...], Mapping[str, str]]] = {
 PROBE_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=16384, max_processes=512)
 
 
-@lru_cache(maxsize=8)
 def executor_availability(config: ExecutorConfig | None = None) -> dict[str, bool]:
     """Which unit-test executors work on this machine (probed once, through the sandbox).
 
@@ -215,9 +224,13 @@ def executor_availability(config: ExecutorConfig | None = None) -> dict[str, boo
     node; cpp: g++ with boost headers; java: javac and java; go; r: Rscript with the CRAN
     packages the tests load; c#: mcs and mono.
     """
+    return dict(_probe_executors(config or ExecutorConfig()))
+
+
+@lru_cache(maxsize=8)
+def _probe_executors(config: ExecutorConfig) -> tuple[tuple[str, bool], ...]:
     from workers.sandbox import run_command
 
-    config = config or ExecutorConfig()
     available = {}
     python_probe = "import " + ", ".join(PYTHON_HELPER_MODULES)
     for lang in EXECUTOR_LANGS:
@@ -231,4 +244,4 @@ def executor_availability(config: ExecutorConfig | None = None) -> dict[str, boo
             available[lang] = False
             continue
         available[lang] = not result.timed_out and result.exit_code == 0
-    return available
+    return tuple(available.items())

@@ -11,6 +11,7 @@ distinct program once (identical response code + test), on a thread pool, then g
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -214,13 +215,16 @@ def score_responses(
     run: Runner | None = None,
     available: Mapping[str, bool] | None = None,
     nan_quirk: bool = True,
+    config: ExecutorConfig | None = None,
 ) -> list[ResponseScore]:
     """Score response rows (case_path or filename, sample_index, completion), in input order.
 
     Rows may be `ResponseInput`s or mappings (`filename`/`case_path`, `sample_index`/
     `completion_no`, `completion`); a row without an index gets its position within its case.
     `nan_quirk` grades pandas-NA texts (e.g. "") as "nan", like the official batched grader.
-    Identical unit-test programs run once; `workers` threads run them in parallel.
+    Identical unit-test programs run once; `workers` threads run them in parallel. `run`
+    (default: `run_program` in the sandbox with `config`) and `available` (default:
+    `executor_availability(config)`) can be replaced, e.g. by fakes in tests.
     """
     by_key = {c.case_path: c for c in suite.cases} | {c.case_id: c for c in suite.cases}
     counts: dict[str, int] = {}
@@ -235,10 +239,11 @@ def score_responses(
         counts[case.case_path] = counts.get(case.case_path, 0) + 1
         text = official_response_text(row.completion) if nan_quirk else row.completion
         items.append((case, row, text))
-    run = run or run_program
+    if run is None:
+        run = functools.partial(run_program, config=config)
     needs_tests = any(unit_test_languages(case) for case, _, _ in items)
     if available is None:
-        available = executor_availability() if needs_tests else {}
+        available = executor_availability(config) if needs_tests else {}
     jobs: dict[tuple, Program] = {}
     for case, _, text in items:
         if not all(available.get(lang, False) for lang in unit_test_languages(case)):

@@ -185,6 +185,15 @@ def _build(name: str, cases: list[Case], settings: tuple[str, float, float], sou
     return Suite(name, tuple(cases), reduce_mode, full, null, digest, source)
 
 
+def suite_from_cases(cases: list[Case], name: str = "custom",
+                     attempt_reduce_mode: str = DEFAULT_REDUCE_MODE,
+                     full_score_per_question: float = DEFAULT_FULL_SCORE,
+                     null_score_per_question: float = DEFAULT_NULL_SCORE) -> Suite:  # fmt: skip
+    """A suite made of already parsed cases (see `parse_case`), e.g. a subset or a test suite."""
+    settings = (attempt_reduce_mode, full_score_per_question, null_score_per_question)
+    return _build(name, list(cases), settings, name)
+
+
 def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise SuiteError(f"suite file not found: {path} (set REPROGRID_DATA_DIR?)")
