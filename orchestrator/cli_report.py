@@ -43,9 +43,12 @@ def register(sub) -> None:
     p.add_argument(
         "--baseline", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
         help="change the effects baseline (default template=own decoding=greedy max_length=2048 "
-        "precision=bf16); axes: template, decoding, max_length, precision, backend; KEY=* frees one",
+        "precision=bf16); axes: template, decoding, max_length, precision, backend; "
+        "KEY=* frees one",
     )  # fmt: skip
-    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default 10000)")
+    p.add_argument(
+        "--resamples", type=int, default=None, help="bootstrap resamples (default 10000)"
+    )
     p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
 
@@ -54,7 +57,9 @@ def register(sub) -> None:
         help="write a stored setting's programs as a BigCode harness generations.json",
     )
     p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
-    p.add_argument("--setting", required=True, metavar="KEY", help="setting key (or a unique prefix)")
+    p.add_argument(
+        "--setting", required=True, metavar="KEY", help="setting key (or a unique prefix)"
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="the JSON file to write")
 
     p = sub.add_parser(

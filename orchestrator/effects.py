@@ -3,10 +3,10 @@
 Section 3.1 of the reproducibility study, for whatever settings a store holds.
 
 Input rows are mappings with the keys `key`, `model_name`, `tuning`, `score_pct` (pass@1 in
-percent, a float or an exact Fraction) and the axes `template` (the template *kind*: "own" when the setting used the model's
-own template, else the template's name, see `template_kind`), `decoding`, `max_length`,
-`precision` and `backend`; optional context keys (`benchmark`, `variant`, `length_semantics`,
-`limit`) must be equal within a pair.
+percent, a float or an exact Fraction) and the axes `template` (the template *kind*: "own" when
+the setting used the model's own template, else the template's name, see `template_kind`),
+`decoding`, `max_length`, `precision` and `backend`; optional context keys (`benchmark`,
+`variant`, `length_semantics`, `limit`) must be equal within a pair.
 
 * **Baseline** (configurable, `parse_baseline`): own template, greedy, max length 2048, bf16
   (which is bf16 with no quantization). An axis the baseline leaves unset (by default `backend`)
@@ -44,7 +44,7 @@ OWN = "own"
 
 
 def template_kind(template: str, own_template: str | None) -> str:
-    """"own" when `template` is the model's own template, else the template's name.
+    """ "own" when `template` is the model's own template, else the template's name.
 
     With the model's config unknown (`own_template` None), any template other than the harness's
     generic "instruct" and the tokenizer's "chat" counts as the model's own."""
@@ -108,7 +108,9 @@ def _context(row: Mapping[str, Any]) -> tuple:
     return tuple(row.get(c) for c in CONTEXT)
 
 
-def effect_pairs(rows: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]) -> list[EffectPair]:
+def effect_pairs(
+    rows: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]
+) -> list[EffectPair]:
     """Every (baseline, one-axis change) pair per model, in a stable order."""
     pinned = {a: v for a, v in baseline.items() if a in AXES}
     by_model: dict[str, list[Mapping[str, Any]]] = {}

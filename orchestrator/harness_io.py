@@ -62,7 +62,9 @@ def export_entries(store: Store, setting_key: str) -> list[list[str]]:
     if shard is None or shard.num_rows == 0:
         known = sorted(store.shards("generations"))
         hint = f" Stored settings: {', '.join(k[:12] for k in known[:10])}" if known else ""
-        raise FileNotFoundError(f"store {store.uri} has no generations for setting {setting_key}.{hint}")
+        raise FileNotFoundError(
+            f"store {store.uri} has no generations for setting {setting_key}.{hint}"
+        )
     rows = shard.select(["task_id", "sample_index", "program"]).to_pylist()
     by_task: dict[str, list[tuple[int, str]]] = {}
     for r in rows:
@@ -76,8 +78,12 @@ def resolve_setting_key(store: Store, prefix: str) -> str:
     if len(keys) == 1:
         return keys[0]
     if not keys:
-        raise FileNotFoundError(f"no setting with generations matches key {prefix!r} in {store.uri}")
-    raise ValueError(f"setting key prefix {prefix!r} is ambiguous: {', '.join(k[:16] for k in keys)}")
+        raise FileNotFoundError(
+            f"no setting with generations matches key {prefix!r} in {store.uri}"
+        )
+    raise ValueError(
+        f"setting key prefix {prefix!r} is ambiguous: {', '.join(k[:16] for k in keys)}"
+    )
 
 
 def write_generations_json(entries: Sequence[Sequence[str]], path: str | Path) -> Path:
@@ -119,7 +125,9 @@ def _run_config(overrides: Sequence[str], model: str, n_samples: int, path: Path
     known = available("model")
     if model not in known:
         raise choice_error("model", model, known)
-    config = load_run_config([*overrides, f"model={model}", "backend=replay", f"n_samples={n_samples}"])
+    config = load_run_config(
+        [*overrides, f"model={model}", "backend=replay", f"n_samples={n_samples}"]
+    )
     # replay_path is not keyed (replay_sha256 is); it only marks the cell as runnable.
     return dataclasses.replace(config, replay_path=path.name)
 
@@ -154,8 +162,15 @@ def _samples(adapter, setting, entries: Sequence[Sequence[str]]):
     problems = adapter.problems(setting.benchmark.limit)
     return [
         SampleRecord(
-            task_id=problem.task_id, sample_index=j, prompt="", continuation="", program=program,
-            n_prompt_tokens=0, n_output_tokens=0, prompt_truncated=False, hit_length_limit=False,
+            task_id=problem.task_id,
+            sample_index=j,
+            prompt="",
+            continuation="",
+            program=program,
+            n_prompt_tokens=0,
+            n_output_tokens=0,
+            prompt_truncated=False,
+            hit_length_limit=False,
         )  # fmt: skip
         for problem, entry in zip(problems, entries, strict=True)
         for j, program in enumerate(entry)
@@ -206,7 +221,9 @@ def import_generations(
         recorder.generated(cell.key, cell.setting, gens)
         score = recorder.executed(cell.key, cell.setting, records)
         store.write_rows("runs", run_id, [_run_row(run_id, config, cell.key, file_sha, versions)])
-    logger.info("imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], score["pass_at_1"])
+    logger.info(
+        "imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], score["pass_at_1"]
+    )
     return ImportOutcome(
         setting_key=cell.key, store=config.store, n_problems=len(entries),
         n_samples=len(entries[0]), n_passed=score["n_passed"], pass_at_1=score["pass_at_1"],

@@ -246,7 +246,7 @@ def grid_frame(store: Store, settings: pd.DataFrame, options: ReportOptions) -> 
 
 
 def setting_label(row: Mapping[str, Any]) -> str:
-    """"own(deepseek) greedy 2048 bf16 hf": template, decoding, max length, precision, backend."""
+    """ "own(deepseek) greedy 2048 bf16 hf": template, decoding, max length, precision, backend."""
     kind = row["template_kind"]
     template = kind if kind != "own" else f"own({row['template']})"
     return f"{template} {row['decoding']} {row['max_length']} {row['precision']} {row['backend']}"
@@ -329,11 +329,18 @@ def _effect_tables(
 ) -> tuple[list[ReportTable], list[EffectPair]]:
     rows = [
         {
-            "key": r["setting_key"], "model_name": r["model_name"], "tuning": r["model_tuning"],
-            "template": r["template_kind"], "decoding": r["decoding"],
-            "max_length": r["max_length"], "precision": r["precision"], "backend": r["backend"],
-            "benchmark": r["benchmark"], "variant": r["variant"],
-            "length_semantics": r["length_semantics"], "limit": _none_if_nan(r["limit"]),
+            "key": r["setting_key"],
+            "model_name": r["model_name"],
+            "tuning": r["model_tuning"],
+            "template": r["template_kind"],
+            "decoding": r["decoding"],
+            "max_length": r["max_length"],
+            "precision": r["precision"],
+            "backend": r["backend"],
+            "benchmark": r["benchmark"],
+            "variant": r["variant"],
+            "length_semantics": r["length_semantics"],
+            "limit": _none_if_nan(r["limit"]),
             "score_pct": r["exact"] * 100,
         }  # fmt: skip
         for r in grid.to_dict("records")

@@ -87,7 +87,8 @@ FIGURES = {
 }  # fmt: skip
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:2em}
+h1{font-size:1.6em}
+h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:2em}
 h3{font-size:1.05em}.desc{color:#555;max-width:70em}.scroll{overflow-x:auto}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
@@ -163,7 +164,9 @@ def _md_table(frame: pd.DataFrame, name: str) -> str:
     esc = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in frame[cols].itertuples(index=False):
-        lines.append("| " + " | ".join(esc(format_cell(c, v)) for c, v in zip(cols, row)) + " |")
+        lines.append(
+            "| " + " | ".join(esc(format_cell(c, v)) for c, v in zip(cols, row, strict=True)) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -198,18 +201,25 @@ def _tex_table(frame: pd.DataFrame, name: str) -> str:
         return r"\emph{(none)}" + "\n"
     cols = _shown(frame, name)
     lines = [r"\begin{longtable}{" + "l" * len(cols) + "}", r"\toprule",
-             " & ".join(tex_escape(c) for c in cols) + r" \\", r"\midrule", r"\endhead"]  # fmt: skip
+             " & ".join(tex_escape(c) for c in cols) + r" \\",
+             r"\midrule", r"\endhead"]  # fmt: skip
     for row in frame[cols].itertuples(index=False):
-        cells = [tex_escape(format_cell(c, v)) for c, v in zip(cols, row)]
+        cells = [tex_escape(format_cell(c, v)) for c, v in zip(cols, row, strict=True)]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{longtable}"]
     return "\n".join(lines) + "\n"
 
 
 def render_tex(data: ReportData, images: Mapping[str, str]) -> str:
-    out = [r"\documentclass{article}", r"\usepackage[landscape,margin=1cm]{geometry}",
-           r"\usepackage{booktabs,longtable,graphicx}", r"\begin{document}", r"\scriptsize",
-           r"\section*{reprogrid report}", tex_escape(f"Store: {data.store}, {data.generated_at}")]
+    out = [
+        r"\documentclass{article}",
+        r"\usepackage[landscape,margin=1cm]{geometry}",
+        r"\usepackage{booktabs,longtable,graphicx}",
+        r"\begin{document}",
+        r"\scriptsize",
+        r"\section*{reprogrid report}",
+        tex_escape(f"Store: {data.store}, {data.generated_at}"),
+    ]
     out += [r"\par " + tex_escape(n) for n in data.notes]  # fmt: skip
     for table in data.tables:
         out.append(r"\subsection*{" + tex_escape(_title(table.name)[0]) + "}")
@@ -244,7 +254,10 @@ def _json_value(value: Any) -> Any:
 
 def _json_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     cols = [c for c in frame.columns if c != "exact"]
-    return [{c: _json_value(v) for c, v in zip(cols, row)} for row in frame[cols].itertuples(index=False)]
+    return [
+        {c: _json_value(v) for c, v in zip(cols, row, strict=True)}
+        for row in frame[cols].itertuples(index=False)
+    ]
 
 
 def render_json(data: ReportData) -> str:
@@ -254,8 +267,11 @@ def render_json(data: ReportData) -> str:
         "options": data.options,
         "notes": list(data.notes),
         "tables": {
-            t.name: {"title": _title(t.name)[0], "description": _description(data, t.name),
-                     "rows": _json_rows(t.frame)}
+            t.name: {
+                "title": _title(t.name)[0],
+                "description": _description(data, t.name),
+                "rows": _json_rows(t.frame),
+            }
             for t in data.tables
         },  # fmt: skip
     }
@@ -283,11 +299,12 @@ def _html_table(frame: pd.DataFrame, name: str) -> str:
     body = []
     for row in frame[cols].itertuples(index=False):
         cells = []
-        for c, v in zip(cols, row):
+        for c, v in zip(cols, row, strict=True):
             cls = ' class="num"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
             cells.append(f"<td{cls}>{html.escape(format_cell(c, v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'
 
 
 def render_html(data: ReportData, images: Mapping[str, bytes]) -> str:
@@ -295,7 +312,7 @@ def render_html(data: ReportData, images: Mapping[str, bytes]) -> str:
     esc = html.escape
     nav = " ".join(f'<a href="#{t.name}">{esc(_title(t.name)[0])}</a>' for t in data.tables)
     parts = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>reprogrid report</title><style>{CSS}</style></head><body>",
         f"<h1>reprogrid report</h1><p>Store: <code>{esc(data.store)}</code> · generated "
         f"{esc(data.generated_at)}</p><nav>{nav}</nav>",

@@ -82,7 +82,9 @@ def _validate(values: dict[str, str], source: str, line: int) -> LiteratureRow:
         raise LiteratureError(source, line, "model", values["model"], "must not be empty")
     tuning = values["tuning"]
     if tuning not in TUNINGS:
-        raise LiteratureError(source, line, "tuning", tuning, f"must be one of {', '.join(TUNINGS)}")
+        raise LiteratureError(
+            source, line, "tuning", tuning, f"must be one of {', '.join(TUNINGS)}"
+        )
     score = values["score_pct"]
     if not _SCORE.match(score) or Decimal(score) > 100:
         raise LiteratureError(

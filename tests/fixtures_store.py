@@ -132,7 +132,8 @@ def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> No
                 "setting_key": key, "task_id": f"Python/{i}", "sample_index": j,
                 "prompt": "p", "continuation": "c", "program": f"def f_{i}_{j}():\n    pass\n",
                 "n_prompt_tokens": 100, "n_output_tokens": 20,
-                "prompt_truncated": flat < spec.truncated, "hit_length_limit": flat < spec.hit_limit,
+                "prompt_truncated": flat < spec.truncated,
+                "hit_length_limit": flat < spec.hit_limit,
                 "output_token_ids": [], "decode_mismatch": False, "seed": None,
             })  # fmt: skip
             ok = bool(passed[i, j])
@@ -198,7 +199,10 @@ def write_canonical_store(root: str, problem_set, n_problems: int = 5, buggy=(3,
     key = "c" * 64
     canonical = reference_samples(problem_set, Variant.TESTS, buggy=False)[:n_problems]
     wrong = reference_samples(problem_set, Variant.TESTS, buggy=True)[:n_problems]
-    programs = [(w if i in buggy else c).program for i, (c, w) in enumerate(zip(canonical, wrong))]
+    programs = [
+        (w if i in buggy else c).program
+        for i, (c, w) in enumerate(zip(canonical, wrong, strict=True))
+    ]
     passed = np.array([[i not in buggy] for i in range(n_problems)])
     row = _settings_row(spec, key, n_problems) | {"limit": n_problems, "model_family": "tiny"}
     store.write_rows("settings", key, [row])

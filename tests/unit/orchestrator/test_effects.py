@@ -47,7 +47,8 @@ def point(model, score, tuning="instruct", template="own", decoding="greedy", ma
           precision="bf16", backend="hf", variant="tests"):  # fmt: skip
     key = f"{model}|{template}|{decoding}|{max_length}|{precision}|{backend}|{variant}"
     return dict(key=key, model_name=model, tuning=tuning, template=template, decoding=decoding,
-                max_length=max_length, precision=precision, backend=backend, benchmark="humanevalfix",
+                max_length=max_length, precision=precision, backend=backend,
+                benchmark="humanevalfix",
                 variant=variant, length_semantics="total", limit=None, score_pct=score)  # fmt: skip
 
 
@@ -77,7 +78,10 @@ def test_pairs_change_exactly_one_axis_from_the_baseline():
 
 
 def test_summary_over_all_and_instruct_models():
-    rows = {(r.axis, r.value, r.group): r for r in summarize_effects(effect_pairs(GRID, DEFAULT_BASELINE))}
+    rows = {
+        (r.axis, r.value, r.group): r
+        for r in summarize_effects(effect_pairs(GRID, DEFAULT_BASELINE))
+    }
     template = rows[("template", "instruct", "all")]
     assert template.n_models == 3 and template.baseline_value == "own"
     assert template.mean_change_pp == pytest.approx((-10 + 10 + 5) / 3)
@@ -89,7 +93,9 @@ def test_summary_over_all_and_instruct_models():
     assert (instruct.n_models, instruct.mean_change_pp) == (1, -10.0)
     assert ("decoding", "t0.8", "all") in rows and ("max_length", 512, "instruct") in rows
     int4 = rows[("precision", "int4", "all")]
-    assert int4.mean_change_pp == pytest.approx(0.0) and int4.mean_abs_change_pp == pytest.approx(2.0)
+    assert int4.mean_change_pp == pytest.approx(0.0) and int4.mean_abs_change_pp == pytest.approx(
+        2.0
+    )
     order = [(r.axis, r.value) for r in summarize_effects(effect_pairs(GRID, DEFAULT_BASELINE))]
     assert order.index(("precision", "fp16")) < order.index(("precision", "int4"))
 

@@ -71,7 +71,9 @@ def data_env(shared_data, tmp_path, monkeypatch):
     monkeypatch.setenv("REPROGRID_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def test_round_trip_through_the_sandbox_gives_the_same_pass1(tmp_path, problem_set, data_env, capsys):
+def test_round_trip_through_the_sandbox_gives_the_same_pass1(
+    tmp_path, problem_set, data_env, capsys
+):
     root = tmp_path / "store"
     source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     out = tmp_path / "generations.json"
@@ -82,7 +84,8 @@ def test_round_trip_through_the_sandbox_gives_the_same_pass1(tmp_path, problem_s
     assert entries[0][0].startswith("from typing import List\n\n\ndef has_close_elements")
 
     args = ["import-generations", str(out), "--model", "tiny", "--store", str(root), "--json",
-            "--setting", "template=own", "decoding=greedy", "max_length=2048", "dtype=fp32"]  # fmt: skip
+            "--setting", "template=own", "decoding=greedy", "max_length=2048",
+            "dtype=fp32"]  # fmt: skip
     capsys.readouterr()
     assert main(args) == 0
     outcome = json.loads(capsys.readouterr().out)
@@ -96,7 +99,9 @@ def test_round_trip_through_the_sandbox_gives_the_same_pass1(tmp_path, problem_s
     [setting] = store.read_shard("settings", key).to_pylist()
     assert (setting["status"], setting["backend"], setting["limit"]) == ("complete", "replay", 5)
     assert setting["template"] == "yi" and setting["model_name"] == "tiny"
-    assert json.loads(setting["setting_json"])["engine"]["replay_sha256"] == outcome["replay_sha256"]
+    assert (
+        json.loads(setting["setting_json"])["engine"]["replay_sha256"] == outcome["replay_sha256"]
+    )
     gens = store.read_shard("generations", key).to_pylist()
     assert [g["program"] for g in gens] == [e[0] for e in entries]
     assert {g["continuation"] for g in gens} == {""}

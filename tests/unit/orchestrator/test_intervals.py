@@ -34,10 +34,10 @@ def test_problem_counts_from_execution_rows():
 )
 def test_unbiased_pass1_is_the_binomial_estimator(n, c):
     counts = ProblemCounts(tuple(str(i) for i in range(len(n))), n, c)
-    brute = [1 - comb(ni - ci, 1) / comb(ni, 1) for ni, ci in zip(n, c)]
+    brute = [1 - comb(ni - ci, 1) / comb(ni, 1) for ni, ci in zip(n, c, strict=True)]
     assert per_problem_pass1(counts) == pytest.approx(brute)
     exact = exact_pass1(counts)
-    assert exact == sum(Fraction(ci, ni) for ni, ci in zip(n, c)) / len(n)
+    assert exact == sum(Fraction(ci, ni) for ni, ci in zip(n, c, strict=True)) / len(n)
     assert float(exact) == pytest.approx(pass_at_k(n, c, ks=(1,))[1])
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.cli import main
+from storage.literature import COLUMNS
 from tests.fixtures_store import BASE, INST, write_canonical_store, write_synthetic_store
 
 RESAMPLES = 1000
@@ -123,7 +124,10 @@ def test_literature_comparison(report):
     assert confused.status == "not reproduced" and bool(confused.tuning_confusion)
     assert confused.counterpart_model == INST
     assert confused.counterpart_reproduced_by == f"{INST}: own(deepseek) greedy 2048 bf16 hf"
-    assert by[("DeepSeekCoder-Instruct 1.3B", "9.1")].reproduced_by == "instruct greedy 2048 bf16 hf [round]"
+    assert (
+        by[("DeepSeekCoder-Instruct 1.3B", "9.1")].reproduced_by
+        == "instruct greedy 2048 bf16 hf [round]"
+    )
     high = by[("DeepSeekCoder-Instruct 1.3B", "48.9")]
     assert not bool(high.obtainable) and high.status == "not reproduced"
     assert high.closest_gap_pp == pytest.approx(2700 / 164 - 48.9)
@@ -138,7 +142,7 @@ def test_no_literature_row_is_dropped(report):
     assert set(unmatched.status) == {"unmapped", "not in store"}
     unobtainable = pd.read_csv(out / "unobtainable.csv", dtype={"reported": str})
     assert ("DeepSeekCoder-Instruct 6.7B", "44.9") in set(
-        zip(unobtainable.literature_model, unobtainable.reported)
+        zip(unobtainable.literature_model, unobtainable.reported, strict=True)
     )
     assert "no k/164: 73/164 = 44.51, 74/164 = 45.12" in set(unobtainable.nearest)
 
@@ -159,7 +163,9 @@ def test_effects_equal_a_direct_computation(report, direct):
     assert row.mean_change_pp == pytest.approx(np.mean(list(changes.values())))
     rel = np.mean([changes[m] / score(m) * 100 for m in (BASE, INST)])
     assert row.mean_relative_change_pct == pytest.approx(rel)
-    assert effects.loc[("template", "instruct", "instruct")].mean_change_pp == pytest.approx(changes[INST])
+    assert effects.loc[("template", "instruct", "instruct")].mean_change_pp == pytest.approx(
+        changes[INST]
+    )
     int4 = [score(m, precision="int4") - score(m) for m in (BASE, INST)]
     assert effects.loc[("precision", "int4", "all")].mean_abs_change_pp == pytest.approx(
         np.mean(np.abs(int4))
@@ -173,7 +179,9 @@ def test_skipped_failed_and_provenance(report):
     out = report[1]
     skipped = pd.read_csv(out / "skipped_failed.csv")
     assert sorted(skipped.status) == ["failed", "skipped"]
-    assert skipped.set_index("status").loc["failed", "status_reason"].startswith("CUDA out of memory")
+    assert (
+        skipped.set_index("status").loc["failed", "status_reason"].startswith("CUDA out of memory")
+    )
     prov = pd.read_csv(out / "provenance_settings.csv")
     assert set(prov.model_revision) == {"rev-base-0001", "rev-inst-0001"}
     assert prov.n_settings.sum() == 12
@@ -208,9 +216,11 @@ def test_bad_options_exit_2_with_the_reason(report, tmp_path, capsys, args, frag
 
 def test_a_bad_literature_csv_names_line_and_column(report, tmp_path, capsys):
     text = Path(report[0]).parent.joinpath("bad.csv")
-    header = "model,model_family,size_b,tuning,score_pct,source_id,source_title,table_or_location,setting_notes,found_via"
+    header = ",".join(COLUMNS)
     text.write_text(f"{header}\nA,F,1,base,1.2,s,t,l,n,v\nB,F,1,chat,1.2,s,t,l,n,v\n")
-    rc = main(["report", "--store", str(report[0]), "--out", str(tmp_path), "--literature", str(text)])
+    rc = main(
+        ["report", "--store", str(report[0]), "--out", str(tmp_path), "--literature", str(text)]
+    )
     assert rc == 2
     assert f"{text}:3: column 'tuning' value 'chat'" in capsys.readouterr().err
 
