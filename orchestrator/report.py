@@ -1,9 +1,11 @@
 """Assembling a report from a store: the grid, the literature join, effects, skips, provenance.
 
 Everything numeric is computed here or in the pure modules it calls (literature, effects,
-intervals); report_render.py only formats. pass@1 is recomputed from the executions table (the
-source of truth: unbiased pass@1 per problem, mean over problems, exact) and carries a bootstrap
-interval; a setting without executions falls back to the scores table's value, without one.
+intervals); report_render.py only formats. A setting's score (`score_pct`) is its headline
+metric in percent. pass@1 is recomputed from the executions table (the source of truth:
+unbiased pass@1 per problem, mean over problems, exact) and carries a bootstrap interval; other
+metrics (InfiBench's best@10) and settings without executions take the scores table's value,
+without an interval.
 Tables are pandas DataFrames named as in docs/report.md.
 """
 
@@ -59,9 +61,9 @@ DEFAULT_LITERATURE = "reprogrid:humanevalfix-python.csv"
 PRECISION_RANK = {"bf16": 0, "fp16": 1, "fp32": 2, "int8": 3, "int4": 4}
 GRID_COLUMNS = (
     "model_name", "model_tuning", "template", "template_kind", "decoding", "max_length",
-    "precision", "backend", "variant", "n_samples", "pass_at_1_pct", "ci_low_pct", "ci_high_pct",
-    "n_problems", "n_passed", "n_prompt_truncated", "n_hit_length_limit", "n_decode_mismatch",
-    "n_timeout", "benchmark", "metric", "length_semantics", "limit", "model_family",
+    "precision", "backend", "variant", "n_samples", "metric", "score_pct", "ci_low_pct",
+    "ci_high_pct", "n_problems", "n_passed", "n_prompt_truncated", "n_hit_length_limit",
+    "n_decode_mismatch", "n_timeout", "benchmark", "length_semantics", "limit", "model_family",
     "model_size_b", "setting_key",
 )  # fmt: skip
 LIMIT_COLUMNS = (
@@ -189,8 +191,8 @@ def read_frame(store: Store, table: str) -> pd.DataFrame:
 
 
 def _pass1(store: Store, key: str, score: Mapping[str, Any], options: ReportOptions) -> dict:
-    shard = store.read_shard("executions", key)
-    if score.get("metric") != "pass@1" or shard is None or shard.num_rows == 0:
+    shard = store.read_shard("executions", key) if score.get("metric") == "pass@1" else None
+    if shard is None or shard.num_rows == 0:
         value = score.get("value")
         exact = Fraction(value).limit_denominator(10**9) if value is not None else None
         return {"exact": exact, "ci_low_pct": None, "ci_high_pct": None}
@@ -210,7 +212,7 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
     row.update(
         template_kind=template_kind(setting["template"], own),
         metric=score.get("metric"),
-        pass_at_1_pct=float(exact * 100) if exact is not None else None,
+        score_pct=float(exact * 100) if exact is not None else None,
         ci_low_pct=measured["ci_low_pct"], ci_high_pct=measured["ci_high_pct"],
         n_problems=score.get("n_problems"), n_passed=score.get("n_passed"),
         n_prompt_truncated=score.get("n_prompt_truncated"),
@@ -312,7 +314,7 @@ def _literature_tables(
     ]
     figure = []
     for model in sorted({m.model_name for m in compared if m.model_name}):
-        scores = grid.loc[grid["model_name"] == model, "pass_at_1_pct"].dropna()
+        scores = grid.loc[grid["model_name"] == model, "score_pct"].dropna()
         reported = tuple(
             (m.row.score_pct, m.row.source_id, m.status) for m in compared if m.model_name == model
         )

@@ -31,8 +31,9 @@ FORMATS = ("md", "csv", "tex", "html", "json")
 # name -> (title, description); the order of the report's sections.
 TABLES: dict[str, tuple[str, str]] = {
     "grid": ("Scores per model and setting",
-             "pass@1 in percent (unbiased, mean over problems, recomputed from the executions "
-             "table) with its bootstrap interval over problems, and per setting the number of "
+             "score_pct: the setting's headline metric in percent; for pass@1 the unbiased "
+             "estimate, mean over problems, recomputed from the executions table, with its "
+             "bootstrap interval over problems (ci_low_pct, ci_high_pct); and the number of "
              "samples whose prompt was truncated, that hit the length limit, or whose harness "
              "slice was misaligned."),
     "length_limits": ("Prompt truncation and length-limit hits",
@@ -74,7 +75,7 @@ TABLES: dict[str, tuple[str, str]] = {
 # Columns left out of md/tex/html (kept in CSV and JSON), per table ("*": every table).
 HIDDEN = {
     "*": {"reproduced_by_keys", "closest_key", "exact"},
-    "grid": {"benchmark", "metric", "length_semantics", "limit", "model_family", "model_size_b",
+    "grid": {"benchmark", "length_semantics", "limit", "model_family", "model_size_b",
              "variant", "model_tuning"},
     "literature": {"location", "line"},
 }  # fmt: skip

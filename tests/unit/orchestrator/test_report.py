@@ -63,15 +63,15 @@ def test_grid_csv_and_json_equal_the_parquet_rows(report, direct):
     complete = direct.index
     assert sorted(grid.index) == sorted(complete)
     expected = direct.loc[grid.index, "pass1"]
-    assert np.allclose(grid["pass_at_1_pct"], expected, rtol=0, atol=1e-12)
+    assert np.allclose(grid["score_pct"], expected, rtol=0, atol=1e-12)
     assert (grid["n_passed"] == direct.loc[grid.index, "n_passed"]).all()
     assert (grid["n_prompt_truncated"] == direct.loc[grid.index, "truncated"]).all()
     assert (grid["n_hit_length_limit"] == direct.loc[grid.index, "hit"]).all()
-    assert (grid["ci_low_pct"] <= grid["pass_at_1_pct"]).all()
-    assert (grid["pass_at_1_pct"] <= grid["ci_high_pct"]).all()
+    assert (grid["ci_low_pct"] <= grid["score_pct"]).all()
+    assert (grid["score_pct"] <= grid["ci_high_pct"]).all()
     rows = json.loads((out / "report.json").read_text())["tables"]["grid"]["rows"]
     for r in rows:
-        assert r["pass_at_1_pct"] == pytest.approx(direct.loc[r["setting_key"], "pass1"], abs=1e-12)
+        assert r["score_pct"] == pytest.approx(direct.loc[r["setting_key"], "pass1"], abs=1e-12)
 
 
 def test_the_interval_is_the_documented_bootstrap(report):
@@ -234,7 +234,7 @@ def test_a_store_of_tiny_models_says_there_are_no_literature_rows(tmp_path, prob
     out = store / "report"
     assert "no literature rows for model tiny" in (out / "report.md").read_text()
     assert (out / "report.html").is_file() and not (out / "literature.png").exists()
-    assert pd.read_csv(out / "grid.csv").pass_at_1_pct.tolist() == [80.0]
+    assert pd.read_csv(out / "grid.csv").score_pct.tolist() == [80.0]
 
 
 def test_an_empty_store_gives_an_empty_report(tmp_path):
