@@ -1,0 +1,56 @@
+"""What a sandbox run returns, the error the sandbox raises, and how a runner's run is scored.
+
+`score_program` is pure: it maps a finished run and the runner's report to an Outcome.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from workers.spec import Outcome
+
+
+class SandboxUnavailable(RuntimeError):
+    """The isolation this host promises cannot be set up (or the sandbox itself failed)."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None  # None when killed by the timeout or by a signal
+    signal: int | None  # the signal that ended it (SIGKILL after a timeout)
+    timed_out: bool
+    stdout: str  # the last limits.max_output_bytes bytes, decoded as UTF-8 (errors replaced)
+    stderr: str  # same
+    duration_s: float  # wall clock in the parent, spawn to exit
+    output_truncated: bool  # stdout or stderr was longer than the cap
+
+
+def score_program(
+    result: CommandResult, done: dict | None, timeout_s: float
+) -> tuple[Outcome, str | None, str | None]:
+    """Outcome, error_type and error_message of a runner run (pure; `done` is its report)."""
+    status = done.get("status") if done else None
+    if status == "passed" and result.exit_code == 0:
+        return Outcome.PASSED, None, None
+    if result.timed_out:
+        return Outcome.TIMEOUT, "Timeout", f"did not finish within {timeout_s:g} s"
+    if status == "compile_error":
+        return Outcome.ERROR, "SyntaxError", f"{done.get('type')}: {done.get('message')}"
+    if status == "raised":
+        if done.get("type") == "SystemExit":
+            return Outcome.FAILED, "EarlyExit", f"SystemExit({done.get('message')}) in the program"
+        return Outcome.FAILED, str(done.get("type")), str(done.get("message"))
+    if result.signal is not None:
+        name = signal.Signals(result.signal).name if result.signal in _SIGNALS else result.signal
+        return Outcome.ERROR, "Signal", f"killed by {name}" + _tail_note(result.stderr)
+    note = _tail_note(result.stderr) if result.exit_code else ""
+    message = f"exited with status {result.exit_code} before the test finished{note}"
+    return Outcome.FAILED, "EarlyExit", message
+
+
+def _tail_note(stderr: str, chars: int = 600) -> str:
+    return f"; stderr tail: {stderr[-chars:].strip()}" if stderr.strip() else ""
+
+
+_SIGNALS = {s.value for s in signal.Signals}
