@@ -89,6 +89,7 @@ def effects_figure(pairs: Sequence[EffectPair]) -> bytes | None:
         ax.axhline(0, color="grey", linewidth=0.8)
         baseline = next(r.baseline_value for r in rows if r.axis == axis)
         ax.set_xticks(range(len(values)), [str(v) for v in values])
+        ax.set_xlim(-0.8, len(values) - 0.2)
         ax.set_title(f"{axis} (baseline {baseline})", fontsize=10)
         ax.set_ylabel("change in pass@1 (percentage points)" if i == 0 else "")
         ax.grid(axis="y", alpha=0.3)

@@ -393,7 +393,13 @@ def _provenance_tables(settings: pd.DataFrame, runs: pd.DataFrame) -> list[Repor
     ]
 
 
-def _notes(settings: pd.DataFrame, grid: pd.DataFrame, matches: Sequence[LiteratureMatch]):
+def _notes(
+    settings: pd.DataFrame,
+    grid: pd.DataFrame,
+    matches: Sequence[LiteratureMatch],
+    baseline: Mapping[str, Any],
+    n_pairs: int,
+) -> list[str]:
     notes = []
     answered = {m.model_name for m in matches if m.own is not None}
     for model in sorted(set(grid["model_name"])) if len(grid) else []:
@@ -405,6 +411,12 @@ def _notes(settings: pd.DataFrame, grid: pd.DataFrame, matches: Sequence[Literat
             notes.append(f"{n} setting(s) are running (interrupted?): not in the tables")
     if grid.empty:
         notes.append("the store holds no complete settings with a score")
+    elif not n_pairs:
+        base = " ".join(f"{k}={v}" for k, v in baseline.items())
+        notes.append(
+            f"no effects: no model has a baseline setting ({base}) and a setting that changes "
+            "one axis of it; choose another baseline with --baseline KEY=VALUE"
+        )
     return notes
 
 
@@ -431,7 +443,7 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
         store=store_uri,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tuple(tables),
-        notes=tuple(_notes(settings, grid, matches)),
+        notes=tuple(_notes(settings, grid, matches, options.baseline, len(pairs))),
         literature_figure=tuple(figure),
         effect_pairs=tuple(pairs),
         options={
