@@ -22,6 +22,7 @@ STATUS_STYLE = {
     "reproduced": ("#1a9850", "o", "reproduced"),
     "near": ("#fdae61", "D", "within one problem"),
     "not reproduced": ("#d73027", "X", "not reproduced"),
+    "tuning confusion": ("#7b3294", "P", "only the other tuning's model reproduces it"),
 }
 DPI = 110
 

@@ -316,7 +316,13 @@ def _literature_tables(
     for model in sorted({m.model_name for m in compared if m.model_name}):
         scores = grid.loc[grid["model_name"] == model, "score_pct"].dropna()
         reported = tuple(
-            (m.row.score_pct, m.row.source_id, m.status) for m in compared if m.model_name == model
+            (
+                m.row.score_pct,
+                m.row.source_id,
+                "tuning confusion" if m.tuning_confusion else m.status,
+            )
+            for m in compared
+            if m.model_name == model
         )
         figure.append(ModelLiterature(model, tuple(float(s) for s in scores), reported))
     return tables, figure
