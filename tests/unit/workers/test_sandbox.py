@@ -159,8 +159,14 @@ os._exit(0)
 
 
 def test_stdin_is_empty_and_output_is_not_the_result():
-    result = run("import sys\nprint('noise')\nassert sys.stdin.read() == ''\n")
+    result = run("import sys\nprint('noise')\nassert sys.stdin.read() == ''\n", guard=False)
     assert result.outcome == Outcome.PASSED
+
+
+def test_under_the_harness_guard_reading_stdin_raises_and_prints_are_swallowed():
+    result = run("import sys\nprint('noise')\nsys.stdin.read()\n")
+    assert (result.outcome, result.error_type) == (Outcome.FAILED, "OSError")
+    assert run("print('x' * 1000)\ninput_ok = True\n").outcome == Outcome.PASSED
 
 
 def test_leftover_non_daemon_thread_does_not_block_a_pass():
