@@ -12,12 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from orchestrator import cli_report
+from orchestrator import cli_backends, cli_report
 from orchestrator.config import ConfigError
 from storage.store import StoreError
 
 # Modules that add subcommands: each has register(subparsers) and COMMANDS {name: function}.
-EXTENSIONS = (cli_report,)
+EXTENSIONS = (cli_report, cli_backends)
 
 logger = logging.getLogger("reprogrid")
 
