@@ -18,6 +18,13 @@ def _out(text: str = "") -> None:
 
 
 def register(sub) -> None:
+    """Add `report`, `export-generations` and `import-generations` to the subparsers."""
+    _register_report(sub)
+    _register_export(sub)
+    _register_import(sub)
+
+
+def _register_report(sub) -> None:
     from orchestrator.report_render import FORMATS
 
     p = sub.add_parser(
@@ -52,6 +59,8 @@ def register(sub) -> None:
     p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
 
+
+def _register_export(sub) -> None:
     p = sub.add_parser(
         "export-generations",
         help="write a stored setting's programs as a BigCode harness generations.json",
@@ -62,6 +71,8 @@ def register(sub) -> None:
     )
     p.add_argument("--out", required=True, metavar="FILE", help="the JSON file to write")
 
+
+def _register_import(sub) -> None:
     p = sub.add_parser(
         "import-generations",
         help="score a BigCode harness generations.json and store it as a setting (backend replay)",

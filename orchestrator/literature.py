@@ -26,9 +26,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Literal
 
-from storage.literature import LiteratureRow
-
-HUMANEVALFIX_PROBLEMS = 164
+from storage.literature import HUMANEVALFIX_PROBLEMS, LiteratureRow
 
 Rule = Literal["round", "floor"]
 

@@ -18,11 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from orchestrator.config import ConfigError, available, compose_config, sweeps_dir
 from orchestrator.effects import (
@@ -43,7 +41,6 @@ from orchestrator.intervals import (
     problem_counts,
 )
 from orchestrator.literature import (
-    HUMANEVALFIX_PROBLEMS,
     LiteratureMatch,
     SettingScore,
     join_literature,
@@ -51,7 +48,12 @@ from orchestrator.literature import (
     unmatched_record,
     unobtainable_record,
 )
-from storage.literature import load_default_literature, load_literature
+from storage.literature import (
+    LiteratureMapping,
+    load_default_literature,
+    load_literature,
+    load_literature_mapping,
+)
 from storage.store import Store
 
 logger = logging.getLogger(__name__)
@@ -84,15 +86,6 @@ RUN_COLUMNS = (
     "run_id", "command", "started_at", "finished_at", "status", "git_revision", "hostname",
     "n_generated", "n_executed", "cluster_address", "library_versions", "data_sources_json",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LiteratureMapping:
-    models: dict[str, str]  # literature model name -> configured model name
-    benchmark: str = "humanevalfix"  # settings of this benchmark are compared
-    variants: tuple[str, ...] = ("tests",)  # ... and of these variants
-    n_problems: int = HUMANEVALFIX_PROBLEMS  # for obtainability (k/n)
-    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,24 +136,8 @@ class ReportData:
 
 
 def load_mapping(path: str | None = None) -> LiteratureMapping:
-    """The literature-name -> model-name mapping (YAML; see sweeps/literature/humanevalfix.yaml)."""
-    file = Path(path) if path else sweeps_dir() / MAPPING_FILE
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"literature mapping {file} not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"literature mapping {file}: invalid YAML ({e})") from e
-    models = data.get("models") or {}
-    if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
-        raise ConfigError(f"literature mapping {file}: 'models' must map names to model names")
-    return LiteratureMapping(
-        models={str(k): v for k, v in models.items()},
-        benchmark=str(data.get("benchmark", "humanevalfix")),
-        variants=tuple(str(v) for v in data.get("variants", ["tests"])),
-        n_problems=int(data.get("n_problems", HUMANEVALFIX_PROBLEMS)),
-        source=file.name,
-    )
+    """The literature-name -> model-name mapping (default: sweeps/literature/humanevalfix.yaml)."""
+    return load_literature_mapping(path or sweeps_dir() / MAPPING_FILE)
 
 
 def own_templates(model_names: Sequence[str]) -> dict[str, str | None]:

@@ -30,12 +30,15 @@ from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
+import yaml
+
 COLUMNS = (
     "model", "model_family", "size_b", "tuning", "score_pct", "source_id", "source_title",
     "table_or_location", "setting_notes", "found_via",
 )  # fmt: skip
 TUNINGS = ("base", "instruct")
 DEFAULT_FILE = "humanevalfix-python.csv"  # shipped in storage/data/
+HUMANEVALFIX_PROBLEMS = 164
 
 _SCORE = re.compile(r"^\d{1,3}(\.\d+)?$")
 _SIZE = re.compile(r"^(\d+(\.\d+)?(x\d+(\.\d+)?)?)?$")
@@ -166,3 +169,46 @@ def load_default_literature() -> list[LiteratureRow]:
     """The HumanEvalFix-Python values shipped with reprogrid (storage/data/)."""
     resource = resources.files("storage").joinpath("data", DEFAULT_FILE)
     return parse_literature(resource.read_text(encoding="utf-8"), f"reprogrid:{DEFAULT_FILE}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The name mapping (sweeps/literature/<benchmark>.yaml)
+
+
+@dataclass(frozen=True)
+class LiteratureMapping:
+    models: dict[str, str]  # literature model name (as printed) -> configured model name
+    benchmark: str = "humanevalfix"  # store settings of this benchmark are compared
+    variants: tuple[str, ...] = ("tests",)  # ... and of these variants
+    n_problems: int = HUMANEVALFIX_PROBLEMS  # problems of the benchmark (obtainability: k/n)
+    source: str = ""  # the file's name
+
+
+def load_literature_mapping(path: str | Path) -> LiteratureMapping:
+    """Read and check a mapping YAML: `models` maps names to model names; `benchmark`,
+    `variants` and `n_problems` are optional. Raises LiteratureError."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise LiteratureError(str(path), None, None, None, "mapping file not found") from None
+    except yaml.YAMLError as e:
+        raise LiteratureError(str(path), None, None, None, f"invalid YAML ({e})") from e
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
+        raise LiteratureError(
+            str(path), None, "models", None, "must map literature names to model names"
+        )
+    try:
+        n_problems = int(data.get("n_problems", HUMANEVALFIX_PROBLEMS))
+    except (TypeError, ValueError):
+        raise LiteratureError(
+            str(path), None, "n_problems", str(data.get("n_problems")), "must be an integer"
+        ) from None
+    return LiteratureMapping(
+        models={str(k): v for k, v in models.items()},
+        benchmark=str(data.get("benchmark", "humanevalfix")),
+        variants=tuple(str(v) for v in data.get("variants", ["tests"])),
+        n_problems=n_problems,
+        source=path.name,
+    )

@@ -101,3 +101,38 @@ def test_missing_file_is_a_literature_error(tmp_path):
 
 def test_is_a_value_error_for_the_cli():
     assert issubclass(LiteratureError, ValueError)
+
+
+def test_the_mapping_loads_and_checks(tmp_path):
+    from storage.literature import load_literature_mapping
+
+    path = tmp_path / "map.yaml"
+    path.write_text('variants: [tests, docs]\nmodels:\n  "CodeLlama 13B": codellama-13b-base\n')
+    mapping = load_literature_mapping(path)
+    assert mapping.models == {"CodeLlama 13B": "codellama-13b-base"}
+    assert (mapping.benchmark, mapping.variants, mapping.n_problems) == (
+        "humanevalfix",
+        ("tests", "docs"),
+        164,
+    )
+    for text, fragment in [
+        ("models: [a, b]\n", "must map literature names"),
+        ("models: {a: b}\nn_problems: many\n", "must be an integer"),
+        ("models: {a: [b]}\n", "must map literature names"),
+        ("models: {a: b\n", "invalid YAML"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(LiteratureError, match=fragment):
+            load_literature_mapping(path)
+    with pytest.raises(LiteratureError, match="mapping file not found"):
+        load_literature_mapping(tmp_path / "none.yaml")
+
+
+def test_the_shipped_mapping_names_configured_models_and_literature_rows():
+    from orchestrator.config import available
+    from orchestrator.report import load_mapping
+
+    mapping = load_mapping()
+    assert set(mapping.models.values()) <= set(available("model"))
+    printed = {r.model for r in load_default_literature()}
+    assert set(mapping.models) <= printed
