@@ -44,7 +44,7 @@ OWN = "own"
 
 
 def template_kind(template: str, own_template: str | None) -> str:
-    """ "own" when `template` is the model's own template, else the template's name.
+    """The template kind: "own" when `template` is the model's own, else the template's name.
 
     With the model's config unknown (`own_template` None), any template other than the harness's
     generic "instruct" and the tokenizer's "chat" counts as the model's own."""

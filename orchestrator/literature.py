@@ -103,7 +103,7 @@ class Obtainability:
         return tuple(sorted(set(self.ks_round) | set(self.ks_floor)))
 
     def describe(self) -> str:
-        """ "74/164 (round)" or "no k/164: 73/164 = 44.51, 74/164 = 45.12"."""
+        """E.g. "74/164 (round)", or "no k/164: 73/164 = 44.51, 74/164 = 45.12"."""
         n = self.n_problems
         if self.obtainable:
             parts = []

@@ -225,7 +225,7 @@ def grid_frame(store: Store, settings: pd.DataFrame, options: ReportOptions) -> 
 
 
 def setting_label(row: Mapping[str, Any]) -> str:
-    """ "own(deepseek) greedy 2048 bf16 hf": template, decoding, max length, precision, backend."""
+    """Template, decoding, max length, precision, backend: "own(deepseek) greedy 2048 bf16 hf"."""
     kind = row["template_kind"]
     template = kind if kind != "own" else f"own({row['template']})"
     return f"{template} {row['decoding']} {row['max_length']} {row['precision']} {row['backend']}"
