@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 DEFAULT_STORE = "results"
 
@@ -106,6 +107,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report_render import parse_formats, write_report
 
     formats = parse_formats(args.format)
+    if "://" not in args.store and not Path(args.store).is_dir():
+        raise FileNotFoundError(f"store {args.store} does not exist (pass --store DIR)")
     defaults = ReportOptions()
     options = ReportOptions(
         literature_path=args.literature,

@@ -206,6 +206,7 @@ def test_baseline_option_changes_the_effects(report, tmp_path):
         (["--format", "pdf"], "Unknown report format(s) pdf"),
         (["--baseline", "colour=red"], "Unknown baseline axis"),
         (["--literature", "MISSING.csv"], "file not found"),
+        (["--store", "no/such/store"], "store no/such/store does not exist"),
     ],
 )
 def test_bad_options_exit_2_with_the_reason(report, tmp_path, capsys, args, fragment):
