@@ -29,7 +29,7 @@ from workers.benchmarks.infibench.hooks import call_hook
 from workers.benchmarks.infibench.keywords import match_keywords
 from workers.benchmarks.infibench.programs import Program, build_program, executor_language
 from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
-from workers.benchmarks.infibench.similarity import score_similarity
+from workers.benchmarks.infibench.similarity import RougeUnavailable, score_similarity
 from workers.benchmarks.infibench.suite import Case, Suite
 
 logger = logging.getLogger(__name__)
@@ -178,8 +178,8 @@ def grade_response(
         if crit.min_score is not None:
             ans = max(ans, crit.min_score)
         score = ans / tot * case.full_score
-    except ExecutorFailure:
-        raise
+    except (ExecutorFailure, RougeUnavailable):
+        raise  # the machine, not the response: never a silent 0
     except Exception as e:  # the official grader catches everything around a case
         return result(ResponseStatus.ERROR, 0.0, error=f"{type(e).__name__}: {e}")
     return result(ResponseStatus.SCORED, score, metrics)

@@ -22,9 +22,16 @@ class SimilarityOutcome:
     details: tuple[dict[str, float], ...]  # per metric: the 4 ROUGE F values + normalized_score
 
 
+class RougeUnavailable(RuntimeError):
+    """`rouge_score` is not installed: similarity questions cannot be scored on this machine."""
+
+
 @lru_cache(maxsize=1)
 def _scorer():
-    from rouge_score import rouge_scorer  # imported lazily: only similarity cases need it
+    try:
+        from rouge_score import rouge_scorer  # imported lazily: only similarity cases need it
+    except ImportError as e:
+        raise RougeUnavailable("install rouge-score==0.1.2 to score similarity questions") from e
 
     return rouge_scorer.RougeScorer(list(ROUGE_METRICS), use_stemmer=False)
 

@@ -51,3 +51,15 @@ def test_weight_and_file_reference():
     assert (result.earned, result.total) == (2.0, 2.0)
     assert metric.references == ("install the package with pip",)
     assert grade_response(case, "unrelated words only").score == 0.0
+
+
+def test_missing_rouge_score_raises_instead_of_scoring_zero(monkeypatch):
+    from workers.benchmarks.infibench import similarity
+
+    def missing():
+        raise similarity.RougeUnavailable("install rouge-score")
+
+    monkeypatch.setattr(similarity, "_scorer", missing)
+    case = make_case({"similarity": [{"metric": "rouge1", "references": ["a"]}]})
+    with pytest.raises(similarity.RougeUnavailable):
+        grade_response(case, "a")
