@@ -41,8 +41,7 @@ test-heavy: $(STAMP)
 DEMO_STORE ?= results/demo
 DEMO_LIMIT ?= 40
 demo: $(STAMP)
-	$(BIN)/reprogrid run model=smollm2-135m grid=demo benchmark.limit=$(DEMO_LIMIT) \
-	  store=$(DEMO_STORE) cluster.num_cpus=3 cluster.engine_cpus=2
+	$(BIN)/reprogrid run experiment=cpu-demo benchmark.limit=$(DEMO_LIMIT) store=$(DEMO_STORE)
 	$(BIN)/reprogrid status --store $(DEMO_STORE)
 
 bench: bench-sandbox bench-grid bench-backends
