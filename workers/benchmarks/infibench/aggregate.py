@@ -97,64 +97,74 @@ def _metric_points(case: Case, responses: list[ResponseScore], group_size: int):
     )
 
 
+class _Sums:
+    """Group totals, full score and question count per breakdown key."""
+
+    def __init__(self) -> None:
+        self.totals: dict[tuple[str, str], list[float]] = {}
+        self.full: dict[tuple[str, str], float] = {}
+        self.n: dict[tuple[str, str], int] = {}
+
+    def add(self, key: tuple[str, str], values: Sequence[float], full: float) -> None:
+        _add(self.totals.setdefault(key, []), values)
+        self.full[key] = self.full.get(key, 0.0) + full
+        self.n[key] = self.n.get(key, 0) + 1
+
+    def grouped(self, key: tuple[str, str]) -> GroupedScore:
+        return grouped(key[1], self.n.get(key, 0), self.full.get(key, 0.0),
+                       self.totals.get(key, []))  # fmt: skip
+
+    def breakdown(self, kind: str) -> tuple[GroupedScore, ...]:
+        keys = sorted((k for k in self.totals if k[0] == kind), key=lambda k: -self.full[k])
+        return tuple(self.grouped(k) for k in keys)
+
+
+def _case_best(case: Case, responses: list[ResponseScore], group_size: int) -> list[float]:
+    """The question's group-best scores: 0 in every group if unscorable or errored."""
+    statuses = {r.status for r in responses}
+    if not responses:
+        return [case.null_score]
+    if statuses != {ResponseStatus.SCORED}:
+        return [0.0] * len(range(0, len(responses), group_size))
+    return group_best([r.score or 0.0 for r in responses], group_size)
+
+
 def aggregate(suite: Suite, scores: Sequence[ResponseScore],
               group_size: int = GROUP_SIZE) -> SuiteScore:  # fmt: skip
     """The reported score ± std and its breakdowns, from per-response scores."""
     by_case: dict[str, list[ResponseScore]] = {c.case_path: [] for c in suite.cases}
     for score in scores:
         by_case[score.case_path].append(score)
-    overall: list[float] = []
-    scorable: list[float] = []
-    subsets: dict[tuple[str, str], list[float]] = {}
-    subset_full: dict[tuple[str, str], float] = {}
-    subset_n: dict[tuple[str, str], int] = {}
+    sums = _Sums()
     unscorable, errors, empty, missing_langs = [], [], [], set()
-    scorable_full, n_scorable = 0.0, 0
     for case in suite.cases:
         responses = sorted(by_case[case.case_path], key=lambda r: r.sample_index)
         statuses = {r.status for r in responses}
+        best = _case_best(case, responses, group_size)
         if not responses:
             empty.append(case.case_id)
-            best = [case.null_score]
         elif ResponseStatus.TOOLCHAIN_MISSING in statuses:
             unscorable.append(case.case_id)
             missing_langs.update(lang for r in responses for lang in r.missing_executors)
-            best = [0.0] * len(group_best([0.0] * len(responses), group_size))
         elif ResponseStatus.ERROR in statuses:
             errors.append(case.case_id)
-            best = [0.0] * len(group_best([0.0] * len(responses), group_size))
-        else:
-            best = group_best([r.score or 0.0 for r in responses], group_size)
-        _add(overall, best)
+        sums.add(("all", "overall"), best, case.full_score)
         if case.case_id not in unscorable:
-            _add(scorable, best)
-            scorable_full += case.full_score
-            n_scorable += 1
-        keys = [("lang", case.lang), ("type", case.type)]
-        for key in keys:
-            _add(subsets.setdefault(key, []), best)
-            subset_full[key] = subset_full.get(key, 0.0) + case.full_score
-            subset_n[key] = subset_n.get(key, 0) + 1
+            sums.add(("all", "scorable"), best, case.full_score)
+        sums.add(("lang", case.lang), best, case.full_score)
+        sums.add(("type", case.type), best, case.full_score)
         if responses and statuses == {ResponseStatus.SCORED}:
             earned, full = _metric_points(case, responses, group_size)
             for metric, points in full.items():
-                key = ("metric", metric)
-                subset_full[key] = subset_full.get(key, 0.0) + points
-                subset_n[key] = subset_n.get(key, 0) + 1
-                _add(subsets.setdefault(key, []), [g.get(metric, 0.0) for g in earned])
-    total_full = sum(c.full_score for c in suite.cases)
-
-    def breakdown(kind: str) -> tuple[GroupedScore, ...]:
-        keys = sorted((k for k in subsets if k[0] == kind), key=lambda k: -subset_full[k])
-        return tuple(grouped(k[1], subset_n[k], subset_full[k], subsets[k]) for k in keys)
-
+                sums.add(("metric", metric), [g.get(metric, 0.0) for g in earned], points)
+    overall = sums.grouped(("all", "overall"))
     return SuiteScore(
-        overall=grouped("overall", len(suite.cases), total_full, overall),
-        scorable=grouped("scorable", n_scorable, scorable_full, scorable),
-        by_lang=breakdown("lang"),
-        by_type=breakdown("type"),
-        by_metric=breakdown("metric"),
-        n_groups=len(overall),
+        overall=overall,
+        scorable=sums.grouped(("all", "scorable")),
+        by_lang=sums.breakdown("lang"),
+        by_type=sums.breakdown("type"),
+        by_metric=sums.breakdown("metric"),
+        n_groups=len(overall.group_totals),
         unscorable_cases=tuple(unscorable),
         missing_languages=tuple(sorted(missing_langs)),
         error_cases=tuple(errors),

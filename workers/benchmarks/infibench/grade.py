@@ -207,6 +207,41 @@ def _run_unique(jobs: dict[tuple, Program], run: Runner, workers: int) -> dict[t
     return outcomes
 
 
+def _resolve(suite: Suite, responses: Iterable[ResponseInput | Mapping],
+             nan_quirk: bool) -> list[tuple[Case, ResponseInput, str]]:  # fmt: skip
+    """(case, input row, text to grade) per response, in input order."""
+    by_key = {c.case_path: c for c in suite.cases} | {c.case_id: c for c in suite.cases}
+    counts: dict[str, int] = {}
+    items = []
+    for raw in responses:
+        key = str(raw.case_path if isinstance(raw, ResponseInput)
+                  else raw.get("case_path", raw.get("filename")))  # fmt: skip
+        if key not in by_key:
+            raise KeyError(f"response for unknown case {key!r} (suite {suite.name})")
+        case = by_key[key]
+        row = _as_input(raw, counts.get(case.case_path, 0))
+        counts[case.case_path] = counts.get(case.case_path, 0) + 1
+        text = official_response_text(row.completion) if nan_quirk else row.completion
+        items.append((case, row, text))
+    return items
+
+
+def _distinct_programs(items: list[tuple[Case, ResponseInput, str]],
+                       available: Mapping[str, bool]) -> dict[tuple, Program]:  # fmt: skip
+    """Every unit-test program to run, once per (language, code, timeout)."""
+    jobs: dict[tuple, Program] = {}
+    for case, _, text in items:
+        if not all(available.get(lang, False) for lang in unit_test_languages(case)):
+            continue
+        try:
+            programs = case_programs(case, text)
+        except Exception:
+            continue  # grading reports it as an error
+        for program in programs:
+            jobs.setdefault((program.lang, program.code, program.timeout_s), program)
+    return jobs
+
+
 def score_responses(
     suite: Suite,
     responses: Iterable[ResponseInput | Mapping],
@@ -226,34 +261,13 @@ def score_responses(
     (default: `run_program` in the sandbox with `config`) and `available` (default:
     `executor_availability(config)`) can be replaced, e.g. by fakes in tests.
     """
-    by_key = {c.case_path: c for c in suite.cases} | {c.case_id: c for c in suite.cases}
-    counts: dict[str, int] = {}
-    items: list[tuple[Case, ResponseInput, str]] = []
-    for raw in responses:
-        key = str(raw.case_path if isinstance(raw, ResponseInput)
-                  else raw.get("case_path", raw.get("filename")))  # fmt: skip
-        if key not in by_key:
-            raise KeyError(f"response for unknown case {key!r} (suite {suite.name})")
-        case = by_key[key]
-        row = _as_input(raw, counts.get(case.case_path, 0))
-        counts[case.case_path] = counts.get(case.case_path, 0) + 1
-        text = official_response_text(row.completion) if nan_quirk else row.completion
-        items.append((case, row, text))
+    items = _resolve(suite, responses, nan_quirk)
     if run is None:
         run = functools.partial(run_program, config=config)
     needs_tests = any(unit_test_languages(case) for case, _, _ in items)
     if available is None:
         available = executor_availability(config) if needs_tests else {}
-    jobs: dict[tuple, Program] = {}
-    for case, _, text in items:
-        if not all(available.get(lang, False) for lang in unit_test_languages(case)):
-            continue
-        try:
-            programs = case_programs(case, text)
-        except Exception:
-            continue  # grading reports it as an error
-        for program in programs:
-            jobs.setdefault((program.lang, program.code, program.timeout_s), program)
+    jobs = _distinct_programs(items, available)
     outcomes = _run_unique(jobs, run, workers) if jobs else {}
 
     def cached_run(program: Program) -> ExecOutcome:
