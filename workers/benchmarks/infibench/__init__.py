@@ -49,6 +49,8 @@ from workers.benchmarks.infibench.suite import (
     load_dev_suite,
     load_packed_suite,
     load_suite,
+    parse_case,
+    suite_from_cases,
 )
 
 __all__ = [
@@ -57,5 +59,6 @@ __all__ = [
     "ResponseScore", "ResponseStatus", "Suite", "SuiteError", "SuiteScore", "aggregate",
     "chat_messages", "default_prompt", "executor_availability", "grade_response", "group_best",
     "load_dev_suite", "load_packed_suite", "load_suite", "official_response_text",
-    "score_responses", "system_prompt", "to_row", "to_rows", "trim_response", "unscorable_cases",
+    "parse_case", "score_responses", "suite_from_cases", "system_prompt", "to_row", "to_rows",
+    "trim_response", "unscorable_cases",
 ]  # fmt: skip
