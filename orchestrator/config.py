@@ -245,12 +245,22 @@ def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
     raise choice_error("decoding", name, [*presets, "t<temperature>"])
 
 
-def validate_cell_value(name: str, value: Any, presets: Mapping[str, Any]) -> Any:
+def templates_for(benchmark: str) -> list[str]:
+    if benchmark == "infibench":
+        from workers.benchmarks.infibench.adapter import TEMPLATES
+
+        return ["own", *TEMPLATES]
+    from workers.benchmarks.humanevalfix.prompts import HARNESS_TEMPLATES
+
+    return ["own", "chat", *HARNESS_TEMPLATES]
+
+
+def validate_cell_value(
+    name: str, value: Any, presets: Mapping[str, Any], benchmark: str = "humanevalfix"
+) -> Any:
     """Check one setting value (top-level or axis) and return it normalised."""
     if name == "template":
-        from workers.benchmarks.humanevalfix.prompts import HARNESS_TEMPLATES
-
-        valid = ["own", "chat", *HARNESS_TEMPLATES]
+        valid = templates_for(benchmark)
         if str(value) not in valid:
             raise choice_error("template", value, valid)
         return str(value)
@@ -309,6 +319,7 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
     axes_raw.update(sweeps)  # command-line sweeps override or add axes
     presets = OmegaConf.to_container(cfg.decodings, resolve=True)
 
+    bench_name = str(cfg.benchmark.name)
     variant_values = axes_raw.get("variant", [cfg.benchmark.variant])
     if cfg.benchmark.name == "humanevalfix":
         for v in variant_values:
@@ -319,9 +330,13 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         if name == "variant":
             axes.append((name, tuple(str(v) for v in values)))
             continue
-        axes.append((name, tuple(validate_cell_value(name, v, presets) for v in values)))
+        axes.append(
+            (name, tuple(validate_cell_value(name, v, presets, bench_name) for v in values))
+        )
 
-    defaults = {name: validate_cell_value(name, cfg[name], presets) for name in CELL_FIELDS}
+    defaults = {
+        name: validate_cell_value(name, cfg[name], presets, bench_name) for name in CELL_FIELDS
+    }
     defaults["variant"] = str(cfg.benchmark.variant)
 
     names = model_names or ([str(m) for m in grid_models] if grid_models else None)

@@ -101,7 +101,10 @@ def make_cell(
         dtype, quant = Dtype(values["dtype"]), Quant(values["quant"])
     policy = SeedPolicy(values["seed_policy"])
     backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env)
-    template = model.own_template if values["template"] == "own" else values["template"]
+    template = values["template"]
+    if template == "own":
+        # InfiBench has no harness templates: the model authors' own format is its chat template.
+        template = "chat" if config.benchmark.name == "infibench" else model.own_template
     engine = EngineSpec(
         model=model,
         backend=backend,
@@ -136,7 +139,7 @@ def make_cell(
 def skip_reason(setting: SettingSpec) -> str | None:
     """Why a setting cannot run, known before anything is loaded (None: it can run)."""
     engine = setting.engine
-    if setting.template in ("diff", "diff-carper"):
+    if setting.benchmark.name == "humanevalfix" and setting.template in ("diff", "diff-carper"):
         return DIFF_REASON
     if not setting.decoding.do_sample and setting.samples_per_call > 1:
         return GREEDY_MULTI_REASON

@@ -8,7 +8,7 @@ is either reused on resume (generations) or rewritten (executions, scores).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,8 +44,11 @@ class Recorder:
         run_id: str,
         library_versions: str,
         clock: Callable[[], datetime] = utc_now,
+        benchmarks: Mapping[str, Any] | None = None,
     ):
         self.store = store
+        # Adapters with their own headline metric (`summarize(execution rows)`, e.g. best@10).
+        self.benchmarks = dict(benchmarks or {})
         self.run_id = run_id
         self.library_versions = library_versions
         self.clock = clock
@@ -105,7 +108,9 @@ class Recorder:
         self.store.write_rows("executions", key, exec_rows)
         generations = self.store.read_shard("generations", key)
         gen_rows = generations.to_pylist() if generations is not None else []
-        score = score_row(key, setting, gen_rows, exec_rows)
+        adapter = self.benchmarks.get(setting.benchmark.name)
+        summary = adapter.summarize(exec_rows) if hasattr(adapter, "summarize") else None
+        score = score_row(key, setting, gen_rows, exec_rows, summary)
         self.store.write_rows("scores", key, [score])
         self._write(key, setting, SettingStatus.COMPLETE)
         self.n_executed += 1

@@ -161,8 +161,11 @@ def score_row(
     setting: SettingSpec,
     generations: Sequence[Mapping[str, Any]],
     executions: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """pass@k over problems (every problem counted, including those with no passing sample)."""
+    """pass@k over problems (every problem counted, including those with no passing sample).
+    `summary` (a benchmark's own headline: metric, value, value_std, n_problems, n_unscorable,
+    details) replaces the pass@1 headline, e.g. InfiBench's best@10."""
     n_by_task: dict[str, int] = defaultdict(int)
     c_by_task: dict[str, int] = defaultdict(int)
     for row in executions:
@@ -171,7 +174,7 @@ def score_row(
     tasks = sorted(n_by_task)
     scores = pass_at_k([n_by_task[t] for t in tasks], [c_by_task[t] for t in tasks])
     engine, decoding = setting.engine, setting.decoding
-    return {
+    row = {
         "setting_key": key,
         "benchmark": setting.benchmark.name,
         "metric": "pass@1",
@@ -207,6 +210,11 @@ def score_row(
         "length_semantics": setting.length_semantics.value,
         "seed": setting.seed,
     }
+    if summary:
+        details = json.loads(row["details"])
+        details.update(json.loads(summary.get("details") or "{}"))
+        row.update({k: v for k, v in summary.items() if k != "details"}, details=json.dumps(details, sort_keys=True))
+    return row
 
 
 def _count(values) -> dict[str, int]:

@@ -117,7 +117,10 @@ def run_grid(
         started_at = utc_now()
         store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, "running",
                                                    started_at=started_at)])  # fmt: skip
-        recorder = Recorder(store, run_id, library_versions_json())
+        recorder = Recorder(
+            store, run_id, library_versions_json(),
+            benchmarks={config.benchmark.name: prepared.benchmark.adapter},
+        )  # fmt: skip
         for item in plan.by_action(Action.SKIP):
             recorder.skipped(item.key, item.setting, item.reason or "")
         work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))

@@ -10,7 +10,7 @@ from storage.store import Store
 COLUMNS = (
     ("model", "model_name"), ("backend", "backend"), ("precision", "precision"),
     ("template", "template"), ("decoding", "decoding"), ("max_len", "max_length"),
-    ("status", "status"), ("pass@1", "pass_at_1"), ("n", "n_problems"),
+    ("status", "status"), ("metric", "metric"), ("score", "value"), ("n", "n_problems"),
     ("truncated", "n_prompt_truncated"), ("mismatch", "n_decode_mismatch"),
 )  # fmt: skip
 
@@ -34,8 +34,9 @@ def _cell(row: dict[str, Any], field: str) -> str:
     value = row.get(field)
     if value is None:
         return "-"
-    if field == "pass_at_1":
-        return f"{100 * value:.2f}"
+    if field == "value":
+        std = row.get("value_std")
+        return f"{100 * value:.2f}" + (f" ± {100 * std:.2f}" if std else "")
     return str(value)
 
 

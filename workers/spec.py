@@ -63,10 +63,18 @@ class Variant(StrEnum):
 
 
 class Outcome(StrEnum):
-    PASSED = "passed"
+    PASSED = "passed"  # InfiBench: the response earned the question's full score
     FAILED = "failed"  # the test raised (assertion, exception) or exited before finishing
     TIMEOUT = "timeout"
     ERROR = "error"  # the program could not be run at all (syntax error, killed by a limit)
+    TOOLCHAIN_MISSING = "toolchain_missing"  # InfiBench: no executor for a unit test here
+
+
+class StopRule(StrEnum):
+    # The harness's Python check_fn: any stop word, or any non-indented non-empty line.
+    HARNESS_PYTHON = "harness_python"
+    # Stop words (and the tokenizer's eos) only: free-form answers (InfiBench).
+    STOP_WORDS = "stop_words"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,6 +201,7 @@ class GenRequest:
     # does. False for "chat" prompts, whose template text already carries them.
     add_special_tokens: bool = True
     sample_offset: int = 0  # sample_index of this request's first sample
+    stop_rule: StopRule = StopRule.HARNESS_PYTHON
 
 
 @dataclass(frozen=True)

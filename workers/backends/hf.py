@@ -36,6 +36,7 @@ from workers.spec import (
     Generation,
     LengthSemantics,
     Quant,
+    StopRule,
 )
 
 logger = logging.getLogger(__name__)
@@ -43,24 +44,36 @@ logger = logging.getLogger(__name__)
 TORCH_DTYPES = {Dtype.FP32: torch.float32, Dtype.FP16: torch.float16, Dtype.BF16: torch.bfloat16}
 
 
-def continuation_is_done(text: str, stop: Sequence[str]) -> bool:
-    """The harness's `check_fn` for Python: a stop word, or a non-indented non-empty line."""
+def continuation_is_done(
+    text: str, stop: Sequence[str], rule: StopRule = StopRule.HARNESS_PYTHON
+) -> bool:
+    """The harness's `check_fn` for Python: a stop word, or a non-indented non-empty line.
+    Under StopRule.STOP_WORDS only the stop words end a continuation."""
     if any(word in text for word in stop):
         return True
+    if rule is StopRule.STOP_WORDS:
+        return False
     return any(line.strip() and line[0] not in " \t" for line in text.split("\n"))
 
 
 class EndOfFunctionCriteria(StoppingCriteria):
     """Stops the whole call only when every sequence is done (the harness returns one bool)."""
 
-    def __init__(self, start_length: int, stop: Sequence[str], tokenizer):
+    def __init__(
+        self,
+        start_length: int,
+        stop: Sequence[str],
+        tokenizer,
+        rule: StopRule = StopRule.HARNESS_PYTHON,
+    ):
         self.start_length = start_length
         self.stop = tuple(stop)
         self.tokenizer = tokenizer
+        self.rule = rule
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         decoded = self.tokenizer.batch_decode(input_ids[:, self.start_length :])
-        done = all(continuation_is_done(text, self.stop) for text in decoded)
+        done = all(continuation_is_done(text, self.stop, self.rule) for text in decoded)
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
@@ -276,7 +289,11 @@ class HfBackend:
             "do_sample": sampling.do_sample,
             "num_return_sequences": per_call,
             "stopping_criteria": StoppingCriteriaList(
-                [EndOfFunctionCriteria(len(ids), self._stop_words(request), self.tokenizer)]
+                [
+                    EndOfFunctionCriteria(
+                        len(ids), self._stop_words(request), self.tokenizer, request.stop_rule
+                    )
+                ]
             ),
         }
         if request.length_semantics is LengthSemantics.TOTAL:

@@ -1,0 +1,86 @@
+"""The CLI surface without Ray: plan, prompts, status, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from orchestrator.cli import main
+from tests.conftest import read_jsonl
+
+
+def run_cli(args, capsys) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_plan_paper60_json(env, capsys, tmp_path):
+    code, out, _ = run_cli(["plan", "--json", "grid=paper60", "model=codellama-7b-base",
+                            f"store={tmp_path}"], capsys)  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["n_settings"] == 60 and data["n_keys"] == 60
+    assert data["engine_loads"] == 5 and len(data["engines"]) == 5
+    assert data["counts"]["generate"] == 60
+    assert data["generations"] == 60 * 164
+    assert data["estimated_s"] is None  # nothing measured in an empty store
+    templates = {s["template"] for e in data["engines"] for s in e["settings"]}
+    assert templates == {"codellama", "instruct"}
+
+
+def test_plan_shows_vllm_int8_as_skipped_with_reason(env, capsys, tmp_path):
+    code, out, _ = run_cli(["plan", "grid=paper60", "backend=vllm", "seed_policy=per_sample",
+                            f"store={tmp_path}"], capsys)  # fmt: skip
+    assert code == 0
+    assert "12 skipped" in out
+    assert "8-bit needs a pre-quantized checkpoint" in out
+
+
+def test_prompts_jsonl_is_the_golden_text(env, capsys, shared_data):
+    golden = {
+        r["task_id"]: r["sha256_utf8"]
+        for r in read_jsonl(shared_data / "humanevalfix-golden-prompts.jsonl")
+        if r["task"] == "humanevalfixdocs-python" and r["prompt_option"] == "deepseek"
+    }
+    code, out, _ = run_cli(["prompts", "--variant", "docs", "--template", "deepseek"], capsys)
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 164
+    for line in lines:
+        assert hashlib.sha256(line["prompt"].encode()).hexdigest() == golden[line["task_id"]]
+
+
+def test_prompts_with_a_model_count_tokens_and_render_chat(env, capsys):
+    code, out, _ = run_cli(["prompts", "--template", "chat", "--model", "tiny", "--limit", "2"], capsys)
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 2 and all(r["n_prompt_tokens"] > 100 for r in rows)
+    assert rows[0]["prompt"].startswith("<|im_start|>user\nFix bugs in has_close_elements.\n")
+    assert rows[0]["prompt"].endswith("<|im_start|>assistant\nfrom typing import List\n\n\n"
+                                      "def has_close_elements(numbers: List[float], threshold: float) -> bool:")  # fmt: skip
+    code, out, _ = run_cli(["prompts", "--template", "own", "--model", "tiny", "--limit", "1"], capsys)
+    assert json.loads(out)["prompt"].startswith("<|im_start|>user\nFix bugs in")  # yi = ChatML
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["plan", "template=edit"], "Unknown template 'edit'"),
+        (["plan", "model=llama"], "Could not find 'model/llama'"),
+        (["prompts", "--template", "continue"], "only for HumanEvalSynthesize"),
+        (["status", "--store", "/nonexistent/store", "--run", "x"], "unknown run 'x'"),
+    ],
+)
+def test_errors_exit_2_with_the_bad_value(env, capsys, args, needle):
+    code, _, err = run_cli(args, capsys)
+    assert code == 2
+    assert needle in err
+
+
+def test_status_of_an_empty_store(env, capsys, tmp_path):
+    code, out, _ = run_cli(["status", "--store", str(tmp_path), "--json"], capsys)
+    assert code == 0
+    assert json.loads(out)["totals"] == {}

@@ -1,0 +1,210 @@
+"""InfiBench as a benchmark adapter: requests, trimmed responses, grading, best@10.
+
+Templates: `chat` (system + user messages through the tokenizer's chat template, as the
+authors' API callers send them) and `default` (`system + "\\n" + question`, for models without a
+chat template). `own` resolves to `chat` in the grid. Generation stops at the end-of-turn
+markers and the eos only (no code-block heuristics), and at 10 consecutive newlines as the
+official HF stopping hook does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workers.benchmarks.infibench.aggregate import aggregate
+from workers.benchmarks.infibench.grade import ResponseInput, score_responses
+from workers.benchmarks.infibench.prompts import (
+    END_MARKERS,
+    chat_messages,
+    default_prompt,
+    trim_response,
+)
+from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
+from workers.benchmarks.infibench.suite import Case, Suite
+from workers.keys import sample_seed
+from workers.spec import (
+    ExecutionRecord,
+    Generation,
+    GenRequest,
+    Outcome,
+    SampleRecord,
+    SamplingSpec,
+    SandboxLimits,
+    SeedPolicy,
+    SettingSpec,
+    StopRule,
+)
+
+TEMPLATES = ("chat", "default")
+TEN_NEWLINES = "\n" * 10  # the official HF stopping hook's blank-run rule
+
+ChatRenderer = Callable[[Sequence[dict[str, str]]], str]
+
+
+class UnknownInfiBenchTemplate(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class InfiBench:
+    suite: Suite
+    name: str = "infibench"
+
+    def cases(self, limit: int | None) -> tuple[Case, ...]:
+        return self.suite.cases[:limit] if limit else self.suite.cases
+
+    def prompt(self, case: Case, template: str, chat: ChatRenderer | None) -> str:
+        if template == "chat":
+            if chat is None:
+                raise UnknownInfiBenchTemplate("template 'chat' needs the model's tokenizer")
+            return chat(chat_messages(case))
+        if template == "default":
+            return default_prompt(case)
+        raise UnknownInfiBenchTemplate(
+            f"unknown InfiBench template {template!r}. Valid: {', '.join(TEMPLATES)}, own (= chat)"
+        )
+
+    def requests(self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None) -> list[GenRequest]:
+        decoding = setting.decoding
+        out = []
+        for case in self.cases(setting.benchmark.limit):
+            common = dict(
+                task_id=case.case_path,
+                prompt=self.prompt(case, setting.template, chat),
+                max_length=setting.max_length,
+                length_semantics=setting.length_semantics,
+                stop=(*END_MARKERS, TEN_NEWLINES),
+                add_special_tokens=setting.template != "chat",
+                stop_rule=StopRule.STOP_WORDS,
+            )
+            if not (setting.seed_policy is SeedPolicy.PER_SAMPLE and decoding.do_sample):
+                sampling = SamplingSpec(decoding.do_sample, decoding.temperature, decoding.top_p,
+                                        decoding.top_k, None)  # fmt: skip
+                out.append(GenRequest(n_samples=setting.n_samples,
+                                      samples_per_call=setting.samples_per_call,
+                                      sampling=sampling, **common))  # fmt: skip
+                continue
+            for index in range(setting.n_samples):
+                seed = sample_seed(key, case.case_path, index)
+                sampling = SamplingSpec(True, decoding.temperature, decoding.top_p, decoding.top_k, seed)
+                out.append(GenRequest(n_samples=1, samples_per_call=1, sampling=sampling,
+                                      sample_offset=index, **common))  # fmt: skip
+        return out
+
+    def samples(
+        self,
+        setting: SettingSpec,
+        requests: Sequence[GenRequest],
+        generations: Sequence[Generation],
+        eos_token: str | None,
+    ) -> tuple[SampleRecord, ...]:
+        prompts = {r.task_id: r.prompt for r in requests}
+        seeds = {(r.task_id, r.sample_offset): r.sampling.seed for r in requests}
+        return tuple(
+            SampleRecord(
+                task_id=g.task_id,
+                sample_index=g.sample_index,
+                prompt=prompts[g.task_id],
+                continuation=g.continuation,
+                program=trim_response(g.continuation, eos_token),  # the graded response
+                n_prompt_tokens=g.n_prompt_tokens,
+                n_output_tokens=g.n_output_tokens,
+                prompt_truncated=g.prompt_truncated,
+                hit_length_limit=g.hit_length_limit,
+                output_token_ids=g.output_token_ids,
+                seed=seeds.get((g.task_id, g.sample_index)),
+                decode_mismatch=g.decode_mismatch,
+            )
+            for g in generations
+        )
+
+    def execute(
+        self, samples: Sequence[SampleRecord], limits: SandboxLimits, workers: int | None = None
+    ) -> list[ExecutionRecord]:
+        """Grade every response like the official grader (unit tests through the sandbox)."""
+        full = {c.case_path: c.full_score for c in self.suite.cases}
+        rows = [ResponseInput(s.task_id, s.sample_index, s.program) for s in samples]
+        scores = score_responses(self.suite, rows, workers=workers or 2)
+        return [execution_record(score, full[score.case_path]) for score in scores]
+
+    def summarize(self, executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """best@10 (official avg_max_10) and breakdowns from stored execution rows, over the
+        questions the setting covered (all of them unless `benchmark.limit` was set)."""
+        covered = {row["task_id"] for row in executions}
+        suite = dataclasses.replace(
+            self.suite, cases=tuple(c for c in self.suite.cases if c.case_path in covered)
+        )
+        result = aggregate(suite, [response_score(row) for row in executions])
+        return {
+            "metric": "best@10",
+            "value": result.overall.pct / 100,
+            "value_std": result.overall.std_pct / 100,
+            "n_problems": len(suite.cases),
+            "n_unscorable": len(result.unscorable_cases),
+            "details": json.dumps({
+                "scorable_pct": result.scorable.pct,
+                "scorable_std_pct": result.scorable.std_pct,
+                "n_groups": result.n_groups,
+                "by_lang": {g.name: g.pct for g in result.by_lang},
+                "by_type": {g.name: g.pct for g in result.by_type},
+                "by_metric": {g.name: g.pct for g in result.by_metric},
+                "unscorable_cases": list(result.unscorable_cases),
+                "missing_languages": list(result.missing_languages),
+                "error_cases": list(result.error_cases),
+                "cases_without_responses": list(result.cases_without_responses),
+            }, sort_keys=True),
+        }  # fmt: skip
+
+
+def execution_record(score: ResponseScore, full_score: float) -> ExecutionRecord:
+    if score.status is ResponseStatus.TOOLCHAIN_MISSING:
+        outcome, error_type = Outcome.TOOLCHAIN_MISSING, "ToolchainMissing"
+    elif score.status is ResponseStatus.ERROR:
+        outcome, error_type = Outcome.ERROR, "GradingError"
+    else:
+        passed = score.score is not None and score.score >= full_score
+        outcome, error_type = (Outcome.PASSED if passed else Outcome.FAILED), None
+    details = {
+        "status": str(score.status),
+        "case_id": score.case_id,
+        "missing_executors": list(score.missing_executors),
+        "metrics": [
+            {"metric": m.metric, "counts_as": m.counts_as, "earned": m.earned, "total": m.total,
+             "detail": m.detail}
+            for m in score.metrics
+        ],
+    }  # fmt: skip
+    return ExecutionRecord(
+        task_id=score.case_path,
+        sample_index=score.sample_index,
+        outcome=outcome,
+        score=math.nan if score.score is None else float(score.score),
+        error_type=error_type,
+        error_message=score.error,
+        duration_s=0.0,
+        details=json.dumps(details, sort_keys=True, ensure_ascii=False, default=str),
+    )
+
+
+def response_score(row: Mapping[str, Any]) -> ResponseScore:
+    """A stored execution row back into the ResponseScore the aggregate needs."""
+    details = json.loads(row["details"] or "{}")
+    value = row["score"]
+    return ResponseScore(
+        case_path=row["task_id"],
+        case_id=details.get("case_id", ""),
+        sample_index=int(row["sample_index"]),
+        status=ResponseStatus(details.get("status", "scored")),
+        score=None if value is None or (isinstance(value, float) and math.isnan(value)) else value,
+        metrics=tuple(
+            MetricScore(m["metric"], m["earned"], m["total"], m.get("detail"), m["counts_as"])
+            for m in details.get("metrics", [])
+        ),
+        error=row.get("error_message"),
+        missing_executors=tuple(details.get("missing_executors", ())),
+    )
