@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from storage.schema import SettingStatus
 from storage.store import Store
+
+logger = logging.getLogger(__name__)
 
 RESULT_TABLES = ("generations", "executions", "scores")
 
@@ -33,20 +36,26 @@ class SettingState:
 
 def build_index(store: Store, validate: bool = True) -> dict[str, SettingState]:
     """Read the settings table and the shard listings. With `validate`, a shard whose Parquet
-    footer does not read (a crashed or truncated write) counts as absent, so it is redone."""
+    footer does not read (a crashed or truncated write, or one listed but gone: object-store
+    listings may lag) counts as absent, so it is redone. A settings row without a key or with an
+    unknown status is ignored (logged): its setting counts as pending."""
     present: dict[str, set[str]] = {}
     for table in RESULT_TABLES:
-        keys = set(store.shards(table))
-        if validate:
-            keys = {k for k in keys if store.shard_is_valid(table, k)}
-        present[table] = keys
+        present[table] = store.valid_shards(table) if validate else set(store.shards(table))
     settings = store.read_table("settings").to_pylist()
     states: dict[str, SettingState] = {}
     for row in settings:
-        key = row["setting_key"]
+        key = row.get("setting_key")
+        try:
+            status = SettingStatus(row.get("status"))
+        except ValueError:
+            logger.warning("settings row %s: unknown status %r, ignored", key, row.get("status"))
+            continue
+        if not key:
+            continue
         states[key] = SettingState(
             key=key,
-            status=SettingStatus(row["status"]),
+            status=status,
             has_generations=key in present["generations"],
             has_executions=key in present["executions"],
             has_scores=key in present["scores"],

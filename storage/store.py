@@ -5,19 +5,26 @@ shard is written to a hidden temporary name in the same folder and moved into pl
 (or a crashed writer) never sees half a shard: Parquet readers skip names starting with "." or
 "_". The driver is the only writer; workers return rows.
 
-`root` is a local folder or any URI pyarrow understands (`s3://bucket/prefix`, ...).
+`root` is a local folder (a shared filesystem too) or an object-store URI: any URI pyarrow
+understands (`s3://bucket/prefix?endpoint_override=...`, `gs://...`, `abfs://...`), else any
+fsspec URI (`memory://...`, a gcsfs/adlfs protocol, ...). On object stores the temporary object is
+moved (copied) to its final key: an object appears whole or not at all, so the same contract
+holds. A listing may lag behind writes on some S3-compatible servers: a listed shard that no
+longer reads counts as missing, and one not yet listed is at worst redone (writes are idempotent).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +37,12 @@ from storage.schema import SCHEMA_VERSION, TABLES
 logger = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".tmp-"
+LOCK_OBJECT = "_lock"  # object stores; readers skip names starting with "_"
+# An object-store lock first seen this recently may be a reader's probe (`status` takes the lock
+# for an instant to learn whether a writer is active): wait this long before calling it held.
+LOCK_PROBE_GRACE_S = 2.0
+# Parallel reads on object stores: each shard is a round trip; pyarrow releases the GIL in I/O.
+OBJECT_READ_THREADS = 16
 
 
 class StoreError(RuntimeError):
@@ -57,10 +70,25 @@ class ShardInfo:
 
 
 def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
-    if "://" in uri:
+    """A filesystem and the root path in it: pyarrow's own filesystems first (S3, GCS, Azure,
+    HDFS, local), then fsspec's registry for the schemes pyarrow does not know."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+    try:
         fs, path = pafs.FileSystem.from_uri(uri)
-        return fs, path.rstrip("/")
-    return pafs.LocalFileSystem(), os.path.abspath(uri)
+    except pa.ArrowInvalid as e:
+        if "Unrecognized filesystem type" not in str(e):
+            raise StoreError(f"store URI {uri!r}: {e}") from e
+        try:
+            import fsspec
+        except ImportError as missing:
+            raise StoreError(f"store URI {uri!r}: unknown scheme (fsspec is missing)") from missing
+        try:
+            fsspec_fs, path = fsspec.core.url_to_fs(uri)
+        except (ImportError, ValueError) as unknown:
+            raise StoreError(f"store URI {uri!r}: {unknown}") from unknown
+        fs = pafs.PyFileSystem(pafs.FSSpecHandler(fsspec_fs))
+    return fs, path.rstrip("/")
 
 
 class Store:
@@ -179,14 +207,29 @@ class Store:
             logger.warning("unreadable shard %s/%s (%s): treated as missing", table, key, e)
             return None
 
+    def valid_shards(self, table: str) -> set[str]:
+        """Keys of the listed shards whose footer reads (`shard_is_valid`)."""
+        keys = sorted(self.shards(table))
+        valid = self._map(lambda k: self.shard_is_valid(table, k), keys)
+        return {k for k, ok in zip(keys, valid, strict=True) if ok}
+
     def read_table(self, table: str, keys: Sequence[str] | None = None) -> pa.Table:
-        """All readable shards of a table (optionally only `keys`), in key order."""
+        """All readable shards of a table (optionally only `keys`), in key order. A listed shard
+        that is gone or unreadable by the time it is read is left out."""
         available = self.shards(table)
         wanted = sorted(available if keys is None else set(keys) & set(available))
-        parts = [t for t in (self.read_shard(table, k) for k in wanted) if t is not None]
+        parts = [t for t in self._map(lambda k: self.read_shard(table, k), wanted) if t is not None]
         if not parts:
             return TABLES[table].empty_table()
         return pa.concat_tables(parts).combine_chunks()
+
+    def _map(self, fn: Callable[[str], Any], keys: Iterable[str]) -> list[Any]:
+        """`fn` over `keys`, in order; on object stores on a few threads (a round trip each)."""
+        keys = list(keys)
+        if self.is_local or len(keys) < 2:
+            return [fn(k) for k in keys]
+        with ThreadPoolExecutor(max_workers=min(OBJECT_READ_THREADS, len(keys))) as pool:
+            return list(pool.map(fn, keys))
 
     # -- the writer lock ---------------------------------------------------------------------
 
@@ -231,26 +274,86 @@ class Store:
 
     @contextlib.contextmanager
     def _object_lock(self, wait_s: float) -> Iterator[None]:
-        """A lock object `<root>/_lock` holding the owner's id. Object stores have no atomic
-        create-if-absent through pyarrow, so this guards against accidents (two drivers started
-        by mistake), not against a determined race; one driver per store is the contract."""
-        path = f"{self.root}/_lock"
-        owner = f"{uuid.uuid4().hex} pid {os.getpid()} on {socket.gethostname()}"
+        """A lock object `<root>/_lock` holding the owner (JSON: id, pid, host). Object stores
+        have no atomic create-if-absent through pyarrow, so this guards against accidents (two
+        drivers started by mistake), not against a determined race; one driver per store is
+        the contract.
+
+        The owner reads its id back after writing (of two writers racing, the last one wins)
+        and deletes the object on release only while it still holds its own id. A lock whose
+        owner was a process on this host that no longer exists (a killed driver) is taken over,
+        so re-running the command resumes; a dead owner on another host must be removed by
+        hand (the error says how). A lock seen for less than LOCK_PROBE_GRACE_S is waited for
+        even with `wait_s=0`: it may be a reader's probe (`reprogrid status`)."""
+        path = f"{self.root}/{LOCK_OBJECT}"
+        owner = json.dumps(
+            {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname()}
+        )
+        first_seen: dict[str, float] = {}
         deadline = time.monotonic() + wait_s
-        while self.fs.get_file_info(path).type == pafs.FileType.File:
-            if time.monotonic() >= deadline:
-                with self.fs.open_input_stream(path) as fh:
-                    holder = fh.read().decode(errors="replace")
+        while True:
+            holder = self._read_lock(path)
+            if holder is None:
+                self.fs.create_dir(self.root, recursive=True)
+                with self.fs.open_output_stream(path) as out:
+                    out.write(owner.encode())
+                holder = self._read_lock(path)
+                if holder == owner:
+                    break
+                if holder is None:
+                    continue  # deleted in between: try again
+            if _owner_is_dead(holder):
+                logger.warning("taking over the lock of a driver that is gone: %s", holder)
+                self._release_lock(path, holder)
+                continue
+            now = time.monotonic()
+            seen = first_seen.setdefault(holder, now)
+            if now >= deadline and now - seen >= LOCK_PROBE_GRACE_S:
                 raise StoreLocked(
-                    f"store {self.uri} is locked by {holder}; if that driver is dead, delete "
-                    f"{path} and re-run"
+                    f"store {self.uri} is being written by another reprogrid process ({holder}); "
+                    f"wait for it to finish or pass --wait-lock SECONDS; if that driver is dead, "
+                    f"delete {path} and re-run"
                 )
-            time.sleep(1.0)
-        self.fs.create_dir(self.root, recursive=True)
-        with self.fs.open_output_stream(path) as out:
-            out.write(owner.encode())
+            time.sleep(0.25 if now - seen < LOCK_PROBE_GRACE_S else 1.0)
         try:
             yield
         finally:
+            self._release_lock(path, owner)
+
+    def _read_lock(self, path: str) -> str | None:
+        """The lock object's content, or None when there is none."""
+        try:
+            with self.fs.open_input_stream(path) as fh:
+                return fh.read().decode(errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError:
+            # Deleted between the HEAD and the GET of the read: S3 reports that as a generic
+            # error, not as "not found".
+            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return None
+            raise
+
+    def _release_lock(self, path: str, owner: str) -> None:
+        """Delete the lock object if it still holds `owner`."""
+        if self._read_lock(path) == owner:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.delete_file(path)
+
+
+def _owner_is_dead(holder: str) -> bool:
+    """True when the lock's owner was a process on this host that no longer runs."""
+    try:
+        info = json.loads(holder)
+        pid, host = int(info["pid"]), str(info["host"])
+    except (ValueError, TypeError, KeyError):
+        return False  # not ours to judge (a hand-written or older lock)
+    if host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
