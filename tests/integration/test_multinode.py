@@ -1,0 +1,261 @@
+"""A two-node Ray cluster on one machine, started as an operator would (`ray start --head` and
+`ray start --address=...`, one fake GPU each), driven by `reprogrid run cluster.address=...`.
+
+* Engine units spread over both nodes (the stored provenance, settings.node_id, says where each
+  setting ran); the second node is killed (every process of it, SIGKILL) while a unit runs there;
+  re-running the same command completes the grid, exactly once.
+* A driver connected through Ray client (`ray://`), with the GPU libraries made unimportable, runs
+  a grid: the driver only sends specs and receives results.
+
+Each node runs `ray start --block` in its own session (start_new_session) and its own temp dir, so
+the test finds, stops and kills exactly the processes it started (never `ray stop`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("ray")
+
+# GCS declares a node dead after health_check_failure_threshold missed checks, one every
+# health_check_period_ms (15 s by default); the test shortens that for the head it starts.
+NODE_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+}
+GPU_LIBRARIES = ("torch", "transformers", "vllm", "bitsandbytes", "accelerate")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_ports() -> list[str]:
+    """Every port a node opens, chosen free, so nodes (ours and other people's) never collide."""
+    names = ("node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc",
+             "runtime-env-agent", "metrics-export")  # fmt: skip
+    return [f"--{name}-port={free_port()}" for name in names]
+
+
+def session_members(sid: int) -> list[int]:
+    """Processes of the session `sid`: a node's `ray start --block` and all it spawned (Ray
+    workers get their own process group but stay in the session)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class RayNode:
+    proc: subprocess.Popen
+    temp_dir: str
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL every process of the node, as if its machine died."""
+        for pid in session_members(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # `ray start --block` stops its processes on SIGTERM
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 15
+        while session_members(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        self.kill()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_node(args: list[str], log: Path) -> RayNode:
+    # A short temp dir: Ray puts unix sockets under it (path length limit).
+    temp_dir = tempfile.mkdtemp(prefix="rg-ray-")
+    cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--num-cpus=2",
+           "--num-gpus=1", "--object-store-memory=200000000", "--disable-usage-stats",
+           f"--temp-dir={temp_dir}", *node_ports(), *args]  # fmt: skip
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, env={**os.environ, **NODE_ENV}, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    return RayNode(proc, temp_dir, log)
+
+
+def cluster_nodes(address: str) -> int:
+    """Alive nodes, from `ray status` (0 while the head is not up)."""
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("ray")), "status", f"--address={address}"],
+        env={**os.environ, **NODE_ENV}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if out.returncode != 0 or "Active:" not in out.stdout:
+        return 0
+    active = out.stdout.split("Active:", 1)[1].split("Pending:", 1)[0]
+    return sum(1 for line in active.splitlines() if "node_" in line)
+
+
+def wait_for(predicate, what: str, nodes: list[RayNode], timeout: float = 120,
+             poll_s: float = 1.0) -> None:  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        for node in nodes:
+            assert node.proc.poll() is None, f"{what}: a node exited\n{node.log.read_text()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll_s)
+
+
+@pytest.fixture
+def head(tmp_path):
+    """A Ray head with one fake GPU; yields (node, GCS address, Ray client address)."""
+    port, client_port = free_port(), free_port()
+    node = start_node(
+        ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+         f"--dashboard-port={free_port()}", f"--ray-client-server-port={client_port}"],
+        tmp_path / "head.log",
+    )  # fmt: skip
+    try:
+        address = f"127.0.0.1:{port}"
+        wait_for(lambda: cluster_nodes(address) >= 1, "the head", [node])
+        yield node, address, f"ray://127.0.0.1:{client_port}"
+    finally:
+        node.stop()
+
+
+def reprogrid(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *args], env={**env, **NODE_ENV}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, **kwargs,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300, ok: bool = True) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"timed out: {proc.args}\n{out}")
+    if ok:
+        assert proc.returncode == 0, out
+    return out
+
+
+def settings(store: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(store / "settings")
+    except (OSError, ValueError):
+        return pd.DataFrame(columns=["setting_key", "status", "node_id", "precision"])
+
+
+# 4 engine units (precisions) x 2 settings x 4 problems; 0.6 s per problem: ~2.4 s per setting.
+GRID = ["backend=fake", "model=tiny", "benchmark.limit=4", "template=own,instruct",
+        "grid.precision=fp32,bf16,fp16,int4", "model.repo_id='fake://delay=0.6'"]  # fmt: skip
+
+
+def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, head, tmp_path):
+    head_node, address, _ = head
+    worker = start_node([f"--address={address}", "--node-ip-address=127.0.0.1"],
+                        tmp_path / "worker.log")  # fmt: skip
+    try:
+        wait_for(lambda: cluster_nodes(address) >= 2, "the second node", [head_node, worker])
+        store = tmp_path / "store"
+        # max_retries=0: an engine whose node dies is recorded as failed at once (with the
+        # default, Ray restarts it on a live node within the same run); --retry-failed in the
+        # command makes the re-run redo it.
+        command = ["run", "--retry-failed", *GRID, f"cluster.address={address}",
+                   "cluster.max_retries=0", f"store={store}"]  # fmt: skip
+        first = reprogrid(command, env)
+
+        def both_nodes_mid_unit() -> bool:
+            # Each node runs one unit (2 settings) at a time: an odd count of settings generated
+            # on a node means the second setting of its current unit is in flight there.
+            assert first.poll() is None, first.communicate()[0]
+            per_node = settings(store).dropna(subset=["node_id"]).groupby("node_id").size()
+            return len(per_node) == 2 and all(n % 2 == 1 for n in per_node)
+
+        wait_for(both_nodes_mid_unit, "units on both nodes", [head_node, worker], timeout=240,
+                 poll_s=0.3)  # fmt: skip
+        worker.kill()
+        out = finish(first, ok=False)
+        after_kill = settings(store)
+        lost = after_kill[after_kill.status != "complete"]
+        assert len(lost) >= 1, f"nothing was in flight on the killed node\n{out}"
+        assert first.returncode in (0, 1), out
+
+        out = finish(reprogrid(command, env))
+        final = settings(store)
+        assert len(final) == 8 and set(final.status) == {"complete"}, final
+        scores = pd.read_parquet(store / "scores")
+        generations = pd.read_parquet(store / "generations")
+        assert len(scores) == 8 and scores.setting_key.is_unique
+        assert len(generations) == 8 * 4
+        assert not generations.duplicated(["setting_key", "task_id", "sample_index"]).any()
+        # units ran on both nodes; what the killed node lost was redone on the head
+        assert final.node_id.nunique() == 2
+        redone = final[final.setting_key.isin(lost.setting_key)]
+        assert redone.node_id.nunique() == 1
+        assert set(redone.node_id) < set(final.node_id)
+        runs = pd.read_parquet(store / "runs").sort_values("started_at")
+        assert runs.iloc[-1].status == "finished"
+        assert runs.iloc[-1].n_executed == len(lost)
+    finally:
+        worker.stop()
+
+
+BLOCKER = """\
+import pathlib
+pathlib.Path(__file__).parents[1].joinpath("imported-" + __name__).touch()
+raise ImportError(__name__ + " is not installed on this driver")
+"""
+
+
+def test_a_ray_client_driver_needs_no_gpu_library(env, head, tmp_path):
+    """The driver on a laptop: `ray://` to the cluster, GPU libraries absent (stubs that fail
+    and leave a mark when imported)."""
+    _, _, client_address = head
+    stubs = tmp_path / "stubs"
+    for name in GPU_LIBRARIES:
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text(BLOCKER)
+    driver_env = {**env, "PYTHONPATH": os.pathsep.join([str(stubs), env.get("PYTHONPATH", "")])}
+    store = tmp_path / "store"
+    grid = ["backend=fake", "model=tiny", "benchmark.limit=3", "template=own,instruct"]
+    out = finish(reprogrid(["run", *grid, f"cluster.address={client_address}", f"store={store}"],
+                           driver_env))  # fmt: skip
+    assert "generated 2, executed 2, failed 0" in out
+    finish(reprogrid(["status", "--store", str(store)], driver_env))
+    finish(reprogrid(["report", "--store", str(store), "--format", "md,csv"], driver_env))
+    assert sorted(p.name for p in stubs.glob("imported-*")) == []
+    frame = settings(store)
+    assert set(frame.status) == {"complete"} and frame.node_id.notna().all()
