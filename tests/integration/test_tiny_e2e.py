@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -39,3 +40,13 @@ def test_tiny_model_all_164_problems_fp32_and_int8(env, tmp_path):
         assert row.pass_at_1 == mine.passed.sum() / 164
         assert row.n_problems == 164
     assert set(scores.n_prompt_truncated) == set(truncated)
+
+    # the report runs end to end on a tiny-model store (no literature values for `tiny`)
+    cmd = [sys.executable, "-m", "orchestrator.cli", "report", "--store", str(store),
+           "--format", "md,json,html", "--out", str(tmp_path / "report")]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert "no literature rows for model tiny" in json.dumps(report["notes"])
+    assert (tmp_path / "report" / "report.md").is_file()
+    assert (tmp_path / "report" / "report.html").is_file()

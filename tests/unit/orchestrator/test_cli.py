@@ -84,3 +84,49 @@ def test_status_of_an_empty_store(env, capsys, tmp_path):
     code, out, _ = run_cli(["status", "--store", str(tmp_path), "--json"], capsys)
     assert code == 0
     assert json.loads(out)["totals"] == {}
+
+
+def test_tiny_model_command_builds_a_loadable_folder(capsys, tmp_path):
+    code, out, _ = run_cli(["tiny-model", str(tmp_path / "tiny")], capsys)
+    assert code == 0 and "tiny model written" in out
+    config = json.loads((tmp_path / "tiny" / "config.json").read_text())
+    assert config["head_dim"] == 32 and config["num_hidden_layers"] == 2
+    assert (tmp_path / "tiny" / "model.safetensors").is_file()
+    assert "chat_template" in (tmp_path / "tiny" / "tokenizer_config.json").read_text() or (
+        tmp_path / "tiny" / "chat_template.jinja"
+    ).is_file()
+
+
+def _hold(path, ready, release):
+    from storage.store import Store
+
+    with Store(path).writer_lock():
+        ready.set()
+        release.wait(20)
+
+
+def test_a_second_run_on_a_locked_store_exits_with_a_clear_message(env, capsys, tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(str(tmp_path), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(20)
+        code, _, err = run_cli(["run", "backend=fake", f"store={tmp_path}"], capsys)
+    finally:
+        release.set()
+        holder.join(20)
+    assert code == 2
+    assert "being written by another reprogrid process" in err and "--wait-lock" in err
+    assert not (tmp_path / "settings").exists()  # nothing was written
+
+
+def test_doctor_lists_backends_sandbox_and_executors(capsys):
+    code, out, _ = run_cli(["doctor", "--json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert data["backends"]["hf"] is True
+    assert "network_namespace" in data["sandbox"]
+    assert set(data["infibench_executors"]) >= {"python", "javascript", "cpp", "java", "go", "r"}
