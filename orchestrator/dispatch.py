@@ -85,6 +85,7 @@ class _Unit:
     remaining: int
     last_progress: float
     timeouts: int = 0
+    gave_up: bool = False  # the watchdog killed it for good: its settings failed by timeout
 
 
 class Dispatcher:
@@ -173,6 +174,12 @@ class Dispatcher:
             results = ray.get(ref)
         except RayError as e:
             error_type, message = _describe(e)
+            if state.gave_up:
+                error_type = "Timeout"
+                message = (
+                    f"no progress for {self.options.cluster.setting_timeout_s:g}s, "
+                    f"{state.timeouts - 1} restart(s) of its engine did not help ({message})"
+                )
             for item in chunk:
                 self._fail(item, error_type, message)
             results = []
@@ -229,6 +236,7 @@ class Dispatcher:
             state.timeouts += 1
             state.last_progress = now
             give_up = state.timeouts > self.options.cluster.max_retries
+            state.gave_up = give_up
             logger.warning(
                 "engine %s stuck for %.0fs: %s",
                 state.unit.engine.model.name, timeout, "giving up" if give_up else "restarting",

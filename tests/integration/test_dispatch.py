@@ -125,3 +125,15 @@ def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray
     assert len(settings) == 6 and set(settings.status) == {"complete"}
     assert len(pd.read_parquet(store / "scores")) == 6
     assert len(set(settings.node_id)) >= 1
+
+
+def test_a_stuck_setting_is_restarted_then_failed_as_timeout(env, local_ray, tmp_path):
+    overrides = ["backend=fake", "model=tiny", "benchmark.limit=2", "model.repo_id='fake://delay=30'",
+                 "cluster.setting_timeout_s=3", "cluster.max_retries=1"]  # fmt: skip
+    started = time.monotonic()
+    _, outcome = run(overrides, tmp_path / "s")
+    assert time.monotonic() - started < 120
+    assert outcome.failed == 1
+    row = pd.read_parquet(tmp_path / "s" / "settings").iloc[0]
+    assert row.status == "failed" and row.error_type == "Timeout"
+    assert "no progress for 3s" in row.status_reason
