@@ -75,8 +75,12 @@ def test_orchestrator_reaches_backends_only_lazily(path):
 
 
 def test_importing_the_cli_loads_no_gpu_library():
+    """Everything the driver runs (also as a Ray client on a laptop: docs/cluster.md) imports
+    no GPU library; tests/integration/test_multinode.py runs a `ray://` driver without them."""
     code = (
-        "import sys, orchestrator.cli, orchestrator.dispatch, orchestrator.runner;"
+        "import sys, orchestrator.cli, orchestrator.dispatch, orchestrator.runner,"
+        " orchestrator.status, orchestrator.report, orchestrator.cli_report, orchestrator.planview,"
+        " storage.store, storage.index, ray.util.client;"
         "heavy = sorted(m for m in ('torch','transformers','vllm','bitsandbytes') if m in sys.modules);"
         "print(','.join(heavy))"
     )
