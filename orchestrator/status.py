@@ -7,17 +7,9 @@ from typing import Any
 
 from storage.index import build_index
 from storage.schema import SettingStatus
-from storage.store import Store, StoreLocked
+from storage.store import Store
 
 STATUSES = [s.value for s in SettingStatus]
-
-
-def _lock_held(store: Store) -> bool:
-    try:
-        with store.writer_lock(wait_s=0):
-            return False
-    except StoreLocked:
-        return True
 
 
 def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
@@ -32,7 +24,7 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
     keys = list(run["setting_keys"]) if run else []
     keys += sorted(k for k in settings if k not in set(keys))
-    live = _lock_held(store)
+    live = store.writer_active()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     failures = []
     for key in keys:

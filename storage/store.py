@@ -272,6 +272,29 @@ class Store:
         finally:
             os.close(fd)  # closing releases the flock
 
+    def writer_active(self) -> bool:
+        """Whether a writer holds the lock now, without taking it (readers use this)."""
+        if not self.is_local:
+            holder = self._read_lock(f"{self.root}/{LOCK_OBJECT}")
+            return holder is not None and not _owner_is_dead(holder)
+        import fcntl
+
+        path = os.path.join(self.root, ".lock")
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            # A shared lock is refused only while the writer's exclusive lock is held.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                return True
+            raise
+        finally:
+            os.close(fd)
+        return False
+
     @contextlib.contextmanager
     def _object_lock(self, wait_s: float) -> Iterator[None]:
         """A lock object `<root>/_lock` holding the owner (JSON: id, pid, host). Object stores

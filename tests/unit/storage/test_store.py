@@ -102,3 +102,19 @@ def test_index_requires_every_result_shard(tmp_path):
     (tmp_path / "scores" / "k1.parquet").write_bytes(b"garbage")
     state = build_index(store)["k1"]
     assert not state.complete and state.has_generations and state.has_executions
+
+
+def test_writer_active_sees_a_holder_without_taking_the_lock(tmp_path):
+    store = Store(str(tmp_path))
+    assert not store.writer_active()
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(20)
+        assert store.writer_active()
+    finally:
+        release.set()
+        holder.join(10)
+    assert not store.writer_active()
