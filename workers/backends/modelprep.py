@@ -133,6 +133,10 @@ def convert_smollm2(out_dir: str | os.PathLike) -> Path:
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     config = loaded.config
     config.dtype = "float32"
+    # The weights are dequantised: a "gguf" quantization_config left in config.json would make
+    # vLLM refuse the folder.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
