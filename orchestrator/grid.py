@@ -27,6 +27,10 @@ VLLM_INT8_REASON = (
     "vLLM quantizes with bitsandbytes only to 4-bit in flight; 8-bit needs a pre-quantized "
     "checkpoint (use backend=hf, or backend=auto to route 8-bit to transformers)"
 )
+VLLM_FP4_REASON = (
+    "vLLM's in-flight bitsandbytes 4-bit is nf4 with double quantization; the harness's fp4 "
+    "runs on transformers only (use backend=hf, or backend=auto to route it there)"
+)
 VLLM_HARNESS_SEED_REASON = (
     "vLLM has no global sampling stream: sampled settings need seed_policy=per_sample"
 )
@@ -75,11 +79,14 @@ def axis_assignments(config: RunConfig) -> list[dict[str, Any]]:
 
 
 def _resolve_backend(
-    requested: str, quant: Quant, do_sample: bool, policy: SeedPolicy, env: Environment
-) -> BackendName:
+    requested: str, quant: Quant, do_sample: bool, policy: SeedPolicy, env: Environment,
+    bnb: Bnb4bitType = Bnb4bitType.FP4,
+) -> BackendName:  # fmt: skip
     if requested != "auto":
         return BackendName(requested)
     vllm_ok = env.vllm_installed and quant is not Quant.INT8
+    if quant is Quant.INT4 and bnb is Bnb4bitType.FP4:
+        vllm_ok = False
     if vllm_ok and do_sample and policy is SeedPolicy.HARNESS:
         vllm_ok = False
     return BackendName.VLLM if vllm_ok else BackendName.HF
@@ -100,7 +107,8 @@ def make_cell(
     else:
         dtype, quant = Dtype(values["dtype"]), Quant(values["quant"])
     policy = SeedPolicy(values["seed_policy"])
-    backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env)
+    bnb = Bnb4bitType(values["bnb_4bit_quant_type"])
+    backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env, bnb)
     template = values["template"]
     if template == "own":
         # InfiBench has no harness templates: the model authors' own format is its chat template.
@@ -110,7 +118,7 @@ def make_cell(
         backend=backend,
         dtype=dtype,
         quant=quant,
-        bnb_4bit_quant_type=Bnb4bitType(values["bnb_4bit_quant_type"]),
+        bnb_4bit_quant_type=bnb,
         hf=config.hf,
         vllm=config.vllm,
         replay_path=config.replay_path if backend is BackendName.REPLAY else None,
@@ -146,6 +154,8 @@ def skip_reason(setting: SettingSpec) -> str | None:
     if engine.backend is BackendName.VLLM:
         if engine.quant is Quant.INT8:
             return VLLM_INT8_REASON
+        if engine.quant is Quant.INT4 and engine.bnb_4bit_quant_type is Bnb4bitType.FP4:
+            return VLLM_FP4_REASON
         if setting.decoding.do_sample and setting.seed_policy is SeedPolicy.HARNESS:
             return VLLM_HARNESS_SEED_REASON
     if engine.backend is BackendName.REPLAY and not engine.replay_path:

@@ -35,8 +35,9 @@ def test_plan_shows_vllm_int8_as_skipped_with_reason(env, capsys, tmp_path):
     code, out, _ = run_cli(["plan", "grid=paper60", "backend=vllm", "seed_policy=per_sample",
                             f"store={tmp_path}"], capsys)  # fmt: skip
     assert code == 0
-    assert "12 skipped" in out
+    assert "24 skipped" in out  # 12 int8 + 12 int4 (the harness's fp4; vLLM's 4-bit is nf4)
     assert "8-bit needs a pre-quantized checkpoint" in out
+    assert "the harness's fp4" in out
 
 
 def test_prompts_jsonl_is_the_golden_text(env, capsys, shared_data):

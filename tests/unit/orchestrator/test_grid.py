@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.config import ConfigError, load_run_config
-from orchestrator.grid import VLLM_INT8_REASON, Environment, expand_grid
+from orchestrator.grid import VLLM_FP4_REASON, VLLM_INT8_REASON, Environment, expand_grid
 from orchestrator.plan import plan_settings
 from workers.keys import engine_key
 
@@ -44,17 +44,22 @@ def test_overriding_an_axis_changes_the_count(overrides, expected):
     assert len(cells(base + overrides)) == expected
 
 
-def test_vllm_int8_is_an_explicit_skip_and_auto_routes_it_to_hf():
+def test_vllm_int8_and_fp4_are_explicit_skips_and_auto_routes_them_to_hf():
     grid = cells(["grid=paper60", "backend=vllm", "seed_policy=per_sample"], Environment(vllm_installed=True))
     skipped = [c for c in grid if c.skipped]
-    assert len(skipped) == 12
-    assert {c.setting.engine.quant.value for c in skipped} == {"int8"}
-    assert {c.skip_reason for c in skipped} == {VLLM_INT8_REASON}
+    assert len(skipped) == 24
+    assert {c.setting.engine.quant.value for c in skipped} == {"int8", "int4"}
+    assert {c.skip_reason for c in skipped} == {VLLM_INT8_REASON, VLLM_FP4_REASON}
     auto = cells(["grid=paper60", "backend=auto", "seed_policy=per_sample"], Environment(vllm_installed=True))
     assert not any(c.skipped for c in auto)
     by_quant = {(c.setting.engine.quant.value, c.setting.engine.backend.value) for c in auto}
-    assert ("int8", "hf") in by_quant and ("int4", "vllm") in by_quant
-    assert ("int8", "vllm") not in by_quant
+    assert {("int8", "hf"), ("int4", "hf"), ("none", "vllm")} <= by_quant
+    assert ("int8", "vllm") not in by_quant and ("int4", "vllm") not in by_quant
+    # vLLM's in-flight 4-bit is nf4: an nf4 setting may run there
+    nf4 = cells(["grid=paper60", "backend=auto", "seed_policy=per_sample",
+                 "bnb_4bit_quant_type=nf4"], Environment(vllm_installed=True))  # fmt: skip
+    assert ("int4", "vllm") in {(c.setting.engine.quant.value, c.setting.engine.backend.value)
+                                for c in nf4}  # fmt: skip
 
 
 def test_auto_without_vllm_installed_uses_hf():
