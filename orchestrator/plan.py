@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from orchestrator.grid import Cell
 from storage.index import SettingState
 from storage.schema import SettingStatus
 from workers.keys import engine_key
-from workers.spec import EngineSpec, SettingSpec
+from workers.spec import BackendName, EngineSpec, LengthSemantics, SettingSpec
 
 
 class Action(StrEnum):
@@ -89,4 +89,20 @@ def group_units(planned: Sequence[PlannedSetting]) -> tuple[EngineUnit, ...]:
         key = engine_key(item.setting.engine)
         groups.setdefault(key, []).append(item)
         engines.setdefault(key, item.setting.engine)
-    return tuple(EngineUnit(k, engines[k], tuple(v)) for k, v in groups.items())
+    return tuple(
+        EngineUnit(k, unit_engine(engines[k], [i.setting for i in v]), tuple(v))
+        for k, v in groups.items()
+    )
+
+
+def unit_engine(engine: EngineSpec, settings: Sequence[SettingSpec]) -> EngineSpec:
+    """The engine as the unit's worker loads it. vLLM's `max_model_len` None becomes the largest
+    max_length of the unit's settings when they all count prompt + output tokens (total
+    semantics); with a new_tokens setting the prompt lengths would be needed, so it stays None
+    and the backend uses the model's context length. Not part of any key."""
+    if engine.backend is not BackendName.VLLM or engine.vllm.max_model_len is not None:
+        return engine
+    if not settings or any(s.length_semantics is not LengthSemantics.TOTAL for s in settings):
+        return engine
+    longest = max(s.max_length for s in settings)
+    return replace(engine, vllm=replace(engine.vllm, max_model_len=longest))
