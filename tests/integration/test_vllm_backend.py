@@ -54,8 +54,9 @@ def engine_for(cache_dir, backend: BackendName, **vllm) -> EngineSpec:
 
 
 def requests(bench, engine, decoding, max_length, template="instruct", limit=None, **kw):
-    setting = SettingSpec(engine, BenchmarkSpec("humanevalfix", "tests", "data", limit), template,
-                          decoding, max_length, seed_policy=SeedPolicy.PER_SAMPLE, **kw)  # fmt: skip
+    bench_spec = BenchmarkSpec("humanevalfix", "tests", "data", limit)
+    setting = SettingSpec(engine, bench_spec, template, decoding, max_length,
+                          seed_policy=SeedPolicy.PER_SAMPLE, **kw)  # fmt: skip
     return bench.requests(setting, setting_key(setting))
 
 
@@ -128,7 +129,8 @@ def _request(max_length, semantics=LengthSemantics.TOTAL):
         (64, 64, LengthSemantics.TOTAL, PreparedPrompt(tuple(range(64)), 64, True, 0)),
         (80, 64, LengthSemantics.TOTAL, PreparedPrompt(tuple(range(16, 80)), 80, True, 0)),
         (80, 100, LengthSemantics.NEW_TOKENS, PreparedPrompt(tuple(range(80)), 80, False, 100)),
-        (80, 2000, LengthSemantics.NEW_TOKENS, PreparedPrompt(tuple(range(32, 80)), 80, True, 2000)),
+        (80, 2000, LengthSemantics.NEW_TOKENS,
+         PreparedPrompt(tuple(range(32, 80)), 80, True, 2000)),
     ],
 )  # fmt: skip
 def test_prepare_prompt_follows_the_harness_length_rules(n_prompt, max_length, semantics, expected):
@@ -143,7 +145,8 @@ def test_prepare_prompt_follows_the_harness_length_rules(n_prompt, max_length, s
 def test_greedy_fp32_programs_equal_hf_on_all_164_problems(bench, cache_dir, vllm_backend,
                                                           hf_backend):  # fmt: skip
     setting = SettingSpec(engine_for(cache_dir, BackendName.VLLM),
-                          BenchmarkSpec("humanevalfix", "tests", "data"), "instruct", GREEDY, 512)  # fmt: skip
+                          BenchmarkSpec("humanevalfix", "tests", "data"), "instruct", GREEDY,
+                          512)  # fmt: skip
     reqs = bench.requests(setting, setting_key(setting))
     assert len(reqs) == 164
     ours = vllm_backend.generate(reqs)
@@ -220,7 +223,8 @@ def _cli(env, *args, timeout=600):
 def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     store = tmp_path / "store"
     _cli(env, "run", "model=tiny", "grid.backend=hf,vllm", "grid.decoding=greedy,t0.8",
-         "seed_policy=per_sample", "max_length=512", "benchmark.limit=20", f"store={store}")  # fmt: skip
+         "seed_policy=per_sample", "max_length=512", "benchmark.limit=20",
+         f"store={store}")  # fmt: skip
     settings = pd.read_parquet(store / "settings")
     assert set(settings.status) == {"complete"} and len(settings) == 4
     vllm_rows = settings[settings.backend == "vllm"]
