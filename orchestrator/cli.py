@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from orchestrator import cli_backends, cli_report
 from orchestrator.config import ConfigError
+from orchestrator.errors import ClusterError
 from storage.store import StoreError
 
 # Modules that add subcommands: each has register(subparsers) and COMMANDS {name: function}.
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands.update(module.COMMANDS)
     try:
         return commands[args.command](args)
-    except (ConfigError, StoreError, ValueError, FileNotFoundError) as e:
+    except (ConfigError, StoreError, ClusterError, ValueError, FileNotFoundError) as e:
         sys.stderr.write(f"reprogrid {args.command}: error: {e}\n")
         return 2
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from orchestrator.config import ClusterSpec
+from orchestrator.errors import ClusterError
 from orchestrator.plan import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.progress import Progress
 from orchestrator.recorder import Recorder
@@ -27,10 +28,6 @@ from workers.spec import BackendName, SandboxLimits, SettingFailure, SettingGene
 from workers.tasks import EngineWorker, execute_samples
 
 logger = logging.getLogger(__name__)
-
-
-class ClusterError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,7 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Workers must not inherit a 1-thread cap meant for the sandbox; torch picks its own.
     if cluster.address:
-        ctx = ray.init(address=cluster.address, log_to_driver=False)
+        ctx = _connect(cluster.address)
     else:
         ctx = ray.init(
             address="local",
@@ -67,6 +64,23 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
             log_to_driver=False,
         )
     return {"address": getattr(ctx, "address_info", {}).get("address", cluster.address or "local")}
+
+
+CONNECT_ATTEMPTS = 3
+
+
+def _connect(address: str):
+    """Connect to an existing cluster. A `ray://` client connection is retried: the head starts
+    a client server per connection, which can time out on a loaded head."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            return ray.init(address=address, log_to_driver=False)
+        except ConnectionError as e:
+            if not address.startswith("ray://") or attempt == CONNECT_ATTEMPTS:
+                raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from e
+            logger.warning("connecting to %s failed (%s); retrying", address, str(e).splitlines()[0])
+            time.sleep(2.0 * attempt)
+    raise AssertionError("unreachable")
 
 
 def label(item: PlannedSetting) -> str:

@@ -21,6 +21,16 @@ class Action(StrEnum):
     FAILED = "failed"  # failed before; re-run with --retry-failed
 
 
+# Failures of the machinery, not of the setting: a worker process or node that died, an object
+# lost with it. A plain re-run retries these; a setting that raised, timed out or cannot be
+# placed needs --retry-failed (it would most likely fail the same way again).
+INFRASTRUCTURE_ERRORS = frozenset({
+    "ActorDiedError", "RayActorError", "ActorUnavailableError", "WorkerCrashedError",
+    "NodeDiedError", "OwnerDiedError", "ObjectLostError", "ObjectReconstructionFailedError",
+    "LocalRayletDiedError", "RaySystemError",
+})  # fmt: skip
+
+
 @dataclass(frozen=True)
 class PlannedSetting:
     key: str
@@ -70,7 +80,12 @@ def plan_settings(
             planned.append(PlannedSetting(cell.key, cell.setting, Action.SKIP, cell.skip_reason))
         elif state is not None and state.complete:
             planned.append(PlannedSetting(cell.key, cell.setting, Action.DONE))
-        elif state is not None and state.status is SettingStatus.FAILED and not retry_failed:
+        elif (
+            state is not None
+            and state.status is SettingStatus.FAILED
+            and not retry_failed
+            and state.error_type not in INFRASTRUCTURE_ERRORS
+        ):
             planned.append(PlannedSetting(cell.key, cell.setting, Action.FAILED, state.reason))
         elif state is not None and state.has_generations:
             planned.append(PlannedSetting(cell.key, cell.setting, Action.EXECUTE))

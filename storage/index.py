@@ -22,6 +22,7 @@ class SettingState:
     has_scores: bool
     reason: str | None = None  # skip reason or last error
     attempts: int = 0
+    error_type: str | None = None  # of the last failure
 
     @property
     def complete(self) -> bool:
@@ -61,5 +62,6 @@ def build_index(store: Store, validate: bool = True) -> dict[str, SettingState]:
             has_scores=key in present["scores"],
             reason=row.get("status_reason"),
             attempts=row.get("attempts") or 0,
+            error_type=row.get("error_type"),
         )
     return states

@@ -90,3 +90,16 @@ def test_recorder_keeps_provenance_and_counts_attempts(cells, tmp_path):
     assert row["status"] == "complete" and row["attempts"] == 2 and row["run_id"] == "run2"
     assert row["hostname"] == "h" and row["generation_s"] == 1.5
     assert row["library_versions_json"] == '{"torch": "x"}'
+
+
+@pytest.mark.parametrize(("error_type", "action"),
+                         [("ActorDiedError", Action.GENERATE), ("NodeDiedError", Action.GENERATE),
+                          ("RuntimeError", Action.FAILED), ("Timeout", Action.FAILED)])  # fmt: skip
+def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(cells, tmp_path, error_type, action):
+    store = Store(str(tmp_path))
+    cell = next(c for c in cells if not c.skipped)
+    recorder = Recorder(store, "run1", "{}")
+    recorder.started(cell.key, cell.setting)
+    recorder.failed(cell.key, cell.setting, error_type, "gone")
+    plan = plan_settings(cells, build_index(store))
+    assert {p.key: p.action for p in plan.settings}[cell.key] is action
