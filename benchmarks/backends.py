@@ -128,12 +128,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.splitlines()[2:]))  # fmt: skip
-    parser.add_argument("--models", default="tiny,smollm2-135m",
-                        help="comma list of model configs (default: tiny,smollm2-135m)")
+    parser.add_argument(
+        "--models",
+        default="tiny,smollm2-135m",
+        help="comma list of model configs (default: tiny,smollm2-135m)",
+    )
     parser.add_argument("--limit", type=int, default=5, help="problems per setting (default 5)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per backend")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="vLLM runs (each followed by a bare run); the fastest counts")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="vLLM runs (each followed by a bare run); the fastest counts",
+    )
     parser.add_argument("--skip-hf", action="store_true", help="vLLM and its overhead only")
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON")
     parser.add_argument("--child", choices=["hf", "vllm"], help=argparse.SUPPRESS)

@@ -40,7 +40,11 @@ def load_benchmark(conf: BenchmarkConf, cache_dir: str | None = None) -> LoadedB
                 problems = load_jsonl(conf.source)
         except DatasetError as e:
             raise ConfigError(str(e)) from e
-        n = len(problems.problems) if conf.limit is None else min(conf.limit, len(problems.problems))
+        n = (
+            len(problems.problems)
+            if conf.limit is None
+            else min(conf.limit, len(problems.problems))
+        )
         return LoadedBenchmark(HumanEvalFix(problems), problems.sha256, problems.source, n)
     if conf.name == "infibench":
         from orchestrator.infibench_loader import load_infibench

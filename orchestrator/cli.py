@@ -124,7 +124,9 @@ def cmd_run(args) -> int:
             f"\nrun {outcome.run_id}: generated {outcome.generated}, executed "
             f"{outcome.executed}, failed {outcome.failed}, engine loads {outcome.engine_loads}"
         )
-        hint = f"  (pandas.read_parquet('{config.store}/scores'))" if "://" not in config.store else ""
+        hint = (
+            f"  (pandas.read_parquet('{config.store}/scores'))" if "://" not in config.store else ""
+        )
         _out(f"store: {config.store}{hint}")
     return 1 if outcome.failed else 0
 

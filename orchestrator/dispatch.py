@@ -78,7 +78,9 @@ def _connect(address: str):
         except ConnectionError as e:
             if not address.startswith("ray://") or attempt == CONNECT_ATTEMPTS:
                 raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from e
-            logger.warning("connecting to %s failed (%s); retrying", address, str(e).splitlines()[0])
+            logger.warning(
+                "connecting to %s failed (%s); retrying", address, str(e).splitlines()[0]
+            )
             time.sleep(2.0 * attempt)
     raise AssertionError("unreachable")
 

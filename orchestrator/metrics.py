@@ -9,7 +9,9 @@ import numpy as np
 HARNESS_KS = (1, 10, 100)
 
 
-def estimate_pass_at_k(num_samples: Sequence[int], num_correct: Sequence[int], k: int) -> np.ndarray:
+def estimate_pass_at_k(
+    num_samples: Sequence[int], num_correct: Sequence[int], k: int
+) -> np.ndarray:
     """Unbiased pass@k per problem: 1 - C(n - c, k) / C(n, k), computed as
     1 - prod_{i = n - c + 1}^{n} (1 - k / i), and 1.0 when n - c < k (human-eval, Chen et al.)."""
 

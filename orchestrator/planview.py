@@ -60,9 +60,16 @@ def plan_json(plan: Plan, prepared, store: Store) -> dict[str, Any]:
         to_gen = [x for x in group["settings"] if x["action"] == Action.GENERATE.value]
         if not to_gen:
             continue
-        rate = rates.get((next(
-            i.setting.engine.model.repo_id for i in plan.settings if i.key == to_gen[0]["setting_key"]
-        ), group["backend"]))  # fmt: skip
+        rate = rates.get(
+            (
+                next(
+                    i.setting.engine.model.repo_id
+                    for i in plan.settings
+                    if i.key == to_gen[0]["setting_key"]
+                ),
+                group["backend"],
+            )
+        )
         if rate is None:
             have_all = False
             continue
@@ -93,7 +100,9 @@ def render_plan(data: dict[str, Any]) -> str:
         f"({data['n_problems']} problems)",
     ]
     if data["estimated_s"] is not None:
-        lines.append(f"estimated run time: {format_duration(data['estimated_s'])} (measured throughput)")
+        lines.append(
+            f"estimated run time: {format_duration(data['estimated_s'])} (measured throughput)"
+        )
     elif data.get("estimate_partial_s"):
         lines.append(f"estimated run time: >= {format_duration(data['estimate_partial_s'])} "
                      "(no measured throughput for some engines)")  # fmt: skip
@@ -105,6 +114,8 @@ def render_plan(data: dict[str, Any]) -> str:
                      f"({g['num_gpus']} GPU){est}")  # fmt: skip
         for s in g["settings"]:
             why = f"  ({s['reason']})" if s["reason"] else ""
-            lines.append(f"  {s['setting_key'][:12]}  {s['action']:8s} {s['template']:12s} "
-                         f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']}{why}")  # fmt: skip
+            lines.append(
+                f"  {s['setting_key'][:12]}  {s['action']:8s} {s['template']:12s} "
+                f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']}{why}"
+            )
     return "\n".join(lines)

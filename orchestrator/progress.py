@@ -66,7 +66,9 @@ class Progress:
         rate_s = self.samples / elapsed if elapsed > 0 else 0.0
         rate_t = self.tokens / elapsed if elapsed > 0 else 0.0
         finished = self.done + self.failed
-        eta = "?" if finished == 0 else format_duration(elapsed / finished * (self.total - finished))
+        eta = (
+            "?" if finished == 0 else format_duration(elapsed / finished * (self.total - finished))
+        )
         failed = f", {self.failed} failed" if self.failed else ""
         return (
             f"[{finished}/{self.total} settings{failed}] {self.current} | "

@@ -29,7 +29,9 @@ def render_prompts(args) -> Iterator[str]:
     template = args.template
     if template == "own":
         if model is None:
-            raise ConfigError("template 'own' needs --model (its own template comes from the config)")
+            raise ConfigError(
+                "template 'own' needs --model (its own template comes from the config)"
+            )
         template = model.own_template
     check_template(template)
     tokenizer = None
@@ -58,6 +60,3 @@ def render_prompts(args) -> Iterator[str]:
             )
             yield prompt
             yield ""
-
-
-

@@ -213,7 +213,10 @@ def score_row(
     if summary:
         details = json.loads(row["details"])
         details.update(json.loads(summary.get("details") or "{}"))
-        row.update({k: v for k, v in summary.items() if k != "details"}, details=json.dumps(details, sort_keys=True))
+        row.update(
+            {k: v for k, v in summary.items() if k != "details"},
+            details=json.dumps(details, sort_keys=True),
+        )
     return row
 
 

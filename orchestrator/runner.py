@@ -86,8 +86,12 @@ def _run_row(run_id: str, prepared: Prepared, command: str, status: str, **extra
         "hostname": hostname(),
         "library_versions_json": library_versions_json(),
         "data_sources_json": json.dumps(
-            {cfg.benchmark.name: {"source": prepared.benchmark.source,
-                                  "sha256": prepared.benchmark.sha256}}
+            {
+                cfg.benchmark.name: {
+                    "source": prepared.benchmark.source,
+                    "sha256": prepared.benchmark.sha256,
+                }
+            }
         ),  # fmt: skip
         "cluster_address": cfg.cluster.address or "local",
         "status": status,

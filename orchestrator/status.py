@@ -17,9 +17,15 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     setting in the store. `running` rows whose writer is gone are shown as `pending`
     (interrupted; the next run resumes them)."""
     runs = sorted(store.read_table("runs").to_pylist(), key=lambda r: r["started_at"])
-    run = next((r for r in runs if r["run_id"] == run_id), None) if run_id else (runs[-1] if runs else None)
+    run = (
+        next((r for r in runs if r["run_id"] == run_id), None)
+        if run_id
+        else (runs[-1] if runs else None)
+    )
     if run_id and run is None:
-        raise ValueError(f"unknown run {run_id!r}; runs: {', '.join(r['run_id'] for r in runs) or 'none'}")
+        raise ValueError(
+            f"unknown run {run_id!r}; runs: {', '.join(r['run_id'] for r in runs) or 'none'}"
+        )
     index = build_index(store)
     settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
     keys = list(run["setting_keys"]) if run else []
@@ -42,10 +48,18 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             model = row["model_name"]
             engine = f"{row['backend']}/{row['dtype']}/{row['quant']}"
             if status == SettingStatus.FAILED.value:
-                failures.append({"setting_key": key, "model": model, "engine": engine,
-                                 "error_type": row.get("error_type"), "error": row.get("status_reason"),
-                                 "template": row.get("template"), "decoding": row.get("decoding"),
-                                 "max_length": row.get("max_length")})  # fmt: skip
+                failures.append(
+                    {
+                        "setting_key": key,
+                        "model": model,
+                        "engine": engine,
+                        "error_type": row.get("error_type"),
+                        "error": row.get("status_reason"),
+                        "template": row.get("template"),
+                        "decoding": row.get("decoding"),
+                        "max_length": row.get("max_length"),
+                    }
+                )
         group = groups.setdefault((model, engine), {"model": model, "engine": engine,
                                                     **{s: 0 for s in STATUSES}})  # fmt: skip
         group[status] += 1
@@ -55,15 +69,24 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             totals[s] += g[s]
     return {
         "store": store.uri,
-        "run": {k: run[k] for k in ("run_id", "started_at", "finished_at", "status", "n_generated",
-                                    "n_executed")} if run else None,  # fmt: skip
+        "run": {
+            k: run[k]
+            for k in ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
+        }
+        if run
+        else None,  # fmt: skip
         "writer_active": live,
         "totals": dict(totals),
         "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
         "failed": failures,
         "skipped": [
-            {"setting_key": k, "model": settings[k]["model_name"], "reason": settings[k]["status_reason"]}
-            for k in keys if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
+            {
+                "setting_key": k,
+                "model": settings[k]["model_name"],
+                "reason": settings[k]["status_reason"],
+            }
+            for k in keys
+            if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
         ],
     }
 

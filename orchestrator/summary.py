@@ -43,11 +43,17 @@ def _cell(row: dict[str, Any], field: str) -> str:
 def render_score_table(rows: Sequence[dict[str, Any]]) -> str:
     header = [name for name, _ in COLUMNS]
     body = [[_cell(r, f) for _, f in COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)]
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
+    ]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]
-    reasons = [r for r in rows if r.get("status") in ("skipped", "failed") and r.get("status_reason")]
+    reasons = [
+        r for r in rows if r.get("status") in ("skipped", "failed") and r.get("status_reason")
+    ]
     for r in reasons:
-        lines.append(f"  {r['status']} {r.get('template')}/{r.get('precision')}: {r['status_reason']}")
+        lines.append(
+            f"  {r['status']} {r.get('template')}/{r.get('precision')}: {r['status_reason']}"
+        )
     return "\n".join(lines)

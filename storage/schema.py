@@ -22,6 +22,7 @@ class SettingStatus(StrEnum):
     SKIPPED = "skipped"
     PENDING = "pending"
 
+
 _str = pa.string()
 _dict = pa.dictionary(pa.int32(), pa.string())  # closed sets (enums) as dictionary strings
 

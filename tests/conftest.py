@@ -36,6 +36,7 @@ def read_jsonl(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     """A private cache folder with the tiny model built once per session."""

@@ -15,8 +15,8 @@ from typing import Protocol
 from workers.backends.base import Backend, make_backend
 from workers.spec import (
     EngineSpec,
-    GenRequest,
     Generation,
+    GenRequest,
     SampleRecord,
     SeedPolicy,
     SettingFailure,
@@ -70,7 +70,9 @@ class EngineSession:
     def _chat(self, setting: SettingSpec):
         return self.backend.render_chat if setting.template == "chat" else None
 
-    def run(self, items: Sequence[tuple[str, SettingSpec]]) -> list[SettingGenerations | SettingFailure]:
+    def run(
+        self, items: Sequence[tuple[str, SettingSpec]]
+    ) -> list[SettingGenerations | SettingFailure]:
         """Generate each (key, setting). A setting that raises becomes a SettingFailure and the
         others go on; only the death of the process stops the unit (and Ray retries it)."""
         if getattr(self.backend, "multi_setting", False) and len(items) > 1:
@@ -107,7 +109,9 @@ class EngineSession:
         for key, setting in items:
             try:
                 bench = self.benchmarks[setting.benchmark.name]
-                prepared.append((key, setting, bench, bench.requests(setting, key, self._chat(setting))))
+                prepared.append(
+                    (key, setting, bench, bench.requests(setting, key, self._chat(setting)))
+                )
             except Exception as e:  # noqa: BLE001 - as in _run_one
                 results[key] = SettingFailure(key, type(e).__name__, str(e)[:2000])
         flat = [r for *_, reqs in prepared for r in reqs]

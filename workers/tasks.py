@@ -35,7 +35,8 @@ class EngineWorker:
         node_id = ray.get_runtime_context().get_node_id()
         # Nested ObjectRefs are not resolved by Ray: the driver puts each benchmark once.
         resolved = {
-            name: ray.get(b) if isinstance(b, ray.ObjectRef) else b for name, b in benchmarks.items()
+            name: ray.get(b) if isinstance(b, ray.ObjectRef) else b
+            for name, b in benchmarks.items()
         }
         self.session = EngineSession(engine, resolved, node_id=node_id)
 

@@ -57,14 +57,21 @@ def test_a_two_gpu_model_waits_for_both(env, local_ray, tmp_path):
     _, outcome = run(overrides, tmp_path / "s")
     assert outcome.engine_loads == 3 and outcome.failed == 0
     units = intervals(tmp_path / "s").sort_values("start")
-    for earlier, later in zip(units.iloc[:-1].itertuples(), units.iloc[1:].itertuples(), strict=True):
+    for earlier, later in zip(
+        units.iloc[:-1].itertuples(), units.iloc[1:].itertuples(), strict=True
+    ):
         assert later.start >= earlier.end  # never two at once
     assert set(units.gpus) == {"0,1"}
 
 
 def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_path):
-    overrides = ["backend=fake", "model=tiny", "benchmark.limit=3",
-                 "model.repo_id='fake://fail-on=[INST]'", "template=own,codellama,instruct"]  # fmt: skip
+    overrides = [
+        "backend=fake",
+        "model=tiny",
+        "benchmark.limit=3",
+        "model.repo_id='fake://fail-on=[INST]'",
+        "template=own,codellama,instruct",
+    ]
     _, outcome = run(overrides, tmp_path / "s")
     settings = pd.read_parquet(tmp_path / "s" / "settings").set_index("template")
     assert outcome.failed == 1
@@ -77,7 +84,12 @@ def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_
     assert again.generated == 0 and again.failed == 0
     _, retried = run(overrides, tmp_path / "s", retry_failed=True)
     assert retried.failed == 1 and retried.generated == 0
-    assert pd.read_parquet(tmp_path / "s" / "settings").set_index("template").loc["codellama", "attempts"] == 2
+    assert (
+        pd.read_parquet(tmp_path / "s" / "settings")
+        .set_index("template")
+        .loc["codellama", "attempts"]
+        == 2
+    )
 
 
 def engine_worker_pids() -> list[int]:
@@ -111,7 +123,11 @@ def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray
     killed = None
     deadline = time.monotonic() + 300
     while killed is None and time.monotonic() < deadline and thread.is_alive():
-        done = list((store / "generations").glob("*.parquet")) if (store / "generations").exists() else []
+        done = (
+            list((store / "generations").glob("*.parquet"))
+            if (store / "generations").exists()
+            else []
+        )
         pids = engine_worker_pids()
         if done and pids:
             killed = pids[0]

@@ -137,7 +137,9 @@ def _signature(score: ResponseScore, programs) -> dict:
         elif m.metric == "blank_filling":
             out["blank_filling"] = tuple(m.detail["details"])
         elif m.metric == "unit_test":
-            out["unit_test"] = tuple((p.code, t["passed"]) for p, t in zip(programs, m.detail))
+            out["unit_test"] = tuple(
+                (p.code, t["passed"]) for p, t in zip(programs, m.detail, strict=True)
+            )
         elif m.metric == "similarity":
             out["similarity"] = tuple(round(d["normalized_score"], 9) for d in m.detail)
         elif m.metric == "customized":

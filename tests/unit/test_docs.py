@@ -54,9 +54,14 @@ def flatten(node: dict, prefix: str = "") -> list[str]:
 
 
 ROOT_KEYS = flatten(yaml.safe_load((ROOT / "sweeps" / "config.yaml").read_text()))
-CLUSTER_KEYS = [f"cluster.{k}" for k in yaml.safe_load((ROOT / "sweeps/cluster/local.yaml").read_text())]
-BENCH_KEYS = [f"benchmark.{k}" for k in yaml.safe_load((ROOT / "sweeps/benchmark/humanevalfix.yaml").read_text())
-              if k != "name"]  # fmt: skip
+CLUSTER_KEYS = [
+    f"cluster.{k}" for k in yaml.safe_load((ROOT / "sweeps/cluster/local.yaml").read_text())
+]
+BENCH_KEYS = [
+    f"benchmark.{k}"
+    for k in yaml.safe_load((ROOT / "sweeps/benchmark/humanevalfix.yaml").read_text())
+    if k != "name"
+]
 
 
 @pytest.mark.parametrize("key", ROOT_KEYS + CLUSTER_KEYS + BENCH_KEYS)
@@ -64,7 +69,9 @@ def test_every_config_key_is_documented(key):
     assert f"`{key}`" in CONFIG_DOC
 
 
-MODEL_KEYS = sorted({k for p in (ROOT / "sweeps/model").glob("*.yaml") for k in yaml.safe_load(p.read_text())})
+MODEL_KEYS = sorted(
+    {k for p in (ROOT / "sweeps/model").glob("*.yaml") for k in yaml.safe_load(p.read_text())}
+)
 
 
 @pytest.mark.parametrize("key", MODEL_KEYS)
@@ -74,7 +81,11 @@ def test_every_model_config_field_is_documented(key):
 
 @pytest.mark.parametrize(
     ("group", "name"),
-    [(g, p.stem) for g in ("grid", "model", "experiment") for p in sorted((ROOT / "sweeps" / g).glob("*.yaml"))],
+    [
+        (g, p.stem)
+        for g in ("grid", "model", "experiment")
+        for p in sorted((ROOT / "sweeps" / g).glob("*.yaml"))
+    ],
 )
 def test_every_sweep_group_option_is_documented(group, name):
     assert name in CONFIG_DOC, f"sweeps/{group}/{name}.yaml is not in docs/config.md"

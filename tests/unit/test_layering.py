@@ -65,9 +65,7 @@ def test_ray_only_in_dispatch_and_worker_tasks(path):
     assert "ray" not in roots(imports(path))
 
 
-@pytest.mark.parametrize(
-    "path", modules("orchestrator"), ids=lambda p: str(p.relative_to(ROOT))
-)
+@pytest.mark.parametrize("path", modules("orchestrator"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_orchestrator_reaches_backends_only_lazily(path):
     """The driver may call a backend helper inside a command (e.g. a tokenizer for `prompts`),
     never at import time."""
@@ -81,7 +79,8 @@ def test_importing_the_cli_loads_no_gpu_library():
         "import sys, orchestrator.cli, orchestrator.dispatch, orchestrator.runner,"
         " orchestrator.status, orchestrator.report, orchestrator.cli_report, orchestrator.planview,"
         " storage.store, storage.index, ray.util.client;"
-        "heavy = sorted(m for m in ('torch','transformers','vllm','bitsandbytes') if m in sys.modules);"
+        "heavy = sorted(m for m in ('torch','transformers','vllm','bitsandbytes')"
+        " if m in sys.modules);"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from workers.spec import BackendName, EngineInfo, EngineSpec, GenRequest, Generation
+from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
 
 
 class UnknownBackend(ValueError):

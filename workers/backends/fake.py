@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from workers.spec import BackendName, EngineInfo, EngineSpec, GenRequest, Generation
+from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
 
 
 class FakeFailure(RuntimeError):
@@ -31,8 +31,17 @@ class FakeBackend:
         self.knobs = _knobs(engine.model.repo_id)
         # The GPUs Ray assigned, so scheduling tests can see which fake GPU served the unit.
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        return EngineInfo(BackendName.FAKE, "fake", "none", engine.dtype.value,
-                          engine.model.revision, "", None, "</s>", {"cuda_visible_devices": gpus})  # fmt: skip
+        return EngineInfo(
+            BackendName.FAKE,
+            "fake",
+            "none",
+            engine.dtype.value,
+            engine.model.revision,
+            "",
+            None,
+            "</s>",
+            {"cuda_visible_devices": gpus},
+        )
 
     @property
     def eos_token(self) -> str | None:
@@ -41,15 +50,21 @@ class FakeBackend:
     def render_chat(self, messages) -> str:
         return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages)
 
-    def generate(self, requests: Sequence[GenRequest], global_seed: int | None = None) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenRequest], global_seed: int | None = None
+    ) -> list[Generation]:
         out = []
         delay = float(self.knobs.get("delay", 0))
         for request in requests:
             if "fail-on" in self.knobs and self.knobs["fail-on"] in request.prompt:
-                raise FakeFailure(f"forced failure for a prompt containing {self.knobs['fail-on']!r}")
+                raise FakeFailure(
+                    f"forced failure for a prompt containing {self.knobs['fail-on']!r}"
+                )
             time.sleep(delay)
             for i in range(request.n_samples):
-                digest = hashlib.sha256(f"{request.prompt}|{request.sampling}|{i}".encode()).hexdigest()
+                digest = hashlib.sha256(
+                    f"{request.prompt}|{request.sampling}|{i}".encode()
+                ).hexdigest()
                 text = f"\n    return None  # {digest[:8]}\n"
                 out.append(Generation(request.task_id, request.sample_offset + i, text,
                                       len(request.prompt) // 4, 8, False, False))  # fmt: skip

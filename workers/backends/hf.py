@@ -32,8 +32,8 @@ from workers.spec import (
     Dtype,
     EngineInfo,
     EngineSpec,
-    GenRequest,
     Generation,
+    GenRequest,
     LengthSemantics,
     Quant,
     StopRule,
@@ -212,8 +212,11 @@ class HfBackend:
         else:
             limit = max(1, self._model_max_len() - request.max_length)
         if len(full) <= limit:
-            return list(full), len(full), len(full) >= request.max_length and (
-                request.length_semantics is LengthSemantics.TOTAL
+            return (
+                list(full),
+                len(full),
+                len(full) >= request.max_length
+                and (request.length_semantics is LengthSemantics.TOTAL),
             )
         # Left truncation through the tokenizer, so special tokens are placed as the harness's
         # `tokenizer(..., truncation=True, max_length=...)` places them.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from workers.backends.base import UnsupportedSetting
-from workers.spec import BackendName, EngineInfo, EngineSpec, GenRequest, Generation
+from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
 
 
 class ReplayError(ValueError):
@@ -70,7 +70,9 @@ class ReplayBackend:
     def render_chat(self, messages) -> str:
         raise UnsupportedSetting("backend=replay cannot render chat templates")
 
-    def generate(self, requests: Sequence[GenRequest], global_seed: int | None = None) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenRequest], global_seed: int | None = None
+    ) -> list[Generation]:
         out = []
         for request in requests:
             for i in range(request.n_samples):

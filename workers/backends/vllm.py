@@ -107,8 +107,12 @@ class PreparedPrompt:
     max_tokens: int  # 0: not generated (prompt at or over a total-length limit)
 
 
-def prepare_prompt(full: Sequence[int], truncate: Callable[[int], Sequence[int]],
-                   request: GenRequest, model_max_len: int) -> PreparedPrompt:
+def prepare_prompt(
+    full: Sequence[int],
+    truncate: Callable[[int], Sequence[int]],
+    request: GenRequest,
+    model_max_len: int,
+) -> PreparedPrompt:
     """hf.py's `_tokenize` and `_call` decisions for one request (pure). `full` is the prompt's
     untruncated ids, `truncate(limit)` the tokenizer's left truncation to `limit` tokens."""
     total = request.length_semantics is LengthSemantics.TOTAL
@@ -315,7 +319,8 @@ class VllmBackend:
         options = {
             "max_model_len": str(config.model_config.max_model_len),
             "max_model_len_source": (
-                "vllm.max_model_len or the unit's largest max_length" if opts.max_model_len
+                "vllm.max_model_len or the unit's largest max_length"
+                if opts.max_model_len
                 else "the model's context length (new_tokens settings)"
             ),
             "tensor_parallel_size": str(config.parallel_config.tensor_parallel_size),

@@ -55,14 +55,20 @@ def test_prompts_jsonl_is_the_golden_text(env, capsys, shared_data):
 
 
 def test_prompts_with_a_model_count_tokens_and_render_chat(env, capsys):
-    code, out, _ = run_cli(["prompts", "--template", "chat", "--model", "tiny", "--limit", "2"], capsys)
+    code, out, _ = run_cli(
+        ["prompts", "--template", "chat", "--model", "tiny", "--limit", "2"], capsys
+    )
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 2 and all(r["n_prompt_tokens"] > 100 for r in rows)
     assert rows[0]["prompt"].startswith("<|im_start|>user\nFix bugs in has_close_elements.\n")
-    assert rows[0]["prompt"].endswith("<|im_start|>assistant\nfrom typing import List\n\n\n"
-                                      "def has_close_elements(numbers: List[float], threshold: float) -> bool:")  # fmt: skip
-    code, out, _ = run_cli(["prompts", "--template", "own", "--model", "tiny", "--limit", "1"], capsys)
+    assert rows[0]["prompt"].endswith(
+        "<|im_start|>assistant\nfrom typing import List\n\n\n"
+        "def has_close_elements(numbers: List[float], threshold: float) -> bool:"
+    )
+    code, out, _ = run_cli(
+        ["prompts", "--template", "own", "--model", "tiny", "--limit", "1"], capsys
+    )
     assert json.loads(out)["prompt"].startswith("<|im_start|>user\nFix bugs in")  # yi = ChatML
 
 
@@ -93,9 +99,10 @@ def test_tiny_model_command_builds_a_loadable_folder(capsys, tmp_path):
     config = json.loads((tmp_path / "tiny" / "config.json").read_text())
     assert config["head_dim"] == 32 and config["num_hidden_layers"] == 2
     assert (tmp_path / "tiny" / "model.safetensors").is_file()
-    assert "chat_template" in (tmp_path / "tiny" / "tokenizer_config.json").read_text() or (
-        tmp_path / "tiny" / "chat_template.jinja"
-    ).is_file()
+    assert (
+        "chat_template" in (tmp_path / "tiny" / "tokenizer_config.json").read_text()
+        or (tmp_path / "tiny" / "chat_template.jinja").is_file()
+    )
 
 
 def _hold(path, ready, release):

@@ -10,8 +10,8 @@ from orchestrator.plan import plan_settings
 from workers.keys import engine_key
 
 
-def cells(overrides, env=Environment()):
-    return expand_grid(load_run_config(overrides), "datahash", env)
+def cells(overrides, env=None):
+    return expand_grid(load_run_config(overrides), "datahash", env or Environment())
 
 
 def test_paper60_has_60_distinct_settings_in_5_engine_units():
@@ -45,12 +45,16 @@ def test_overriding_an_axis_changes_the_count(overrides, expected):
 
 
 def test_vllm_int8_and_fp4_are_explicit_skips_and_auto_routes_them_to_hf():
-    grid = cells(["grid=paper60", "backend=vllm", "seed_policy=per_sample"], Environment(vllm_installed=True))
+    grid = cells(
+        ["grid=paper60", "backend=vllm", "seed_policy=per_sample"], Environment(vllm_installed=True)
+    )
     skipped = [c for c in grid if c.skipped]
     assert len(skipped) == 24
     assert {c.setting.engine.quant.value for c in skipped} == {"int8", "int4"}
     assert {c.skip_reason for c in skipped} == {VLLM_INT8_REASON, VLLM_FP4_REASON}
-    auto = cells(["grid=paper60", "backend=auto", "seed_policy=per_sample"], Environment(vllm_installed=True))
+    auto = cells(
+        ["grid=paper60", "backend=auto", "seed_policy=per_sample"], Environment(vllm_installed=True)
+    )
     assert not any(c.skipped for c in auto)
     by_quant = {(c.setting.engine.quant.value, c.setting.engine.backend.value) for c in auto}
     assert {("int8", "hf"), ("int4", "hf"), ("none", "vllm")} <= by_quant

@@ -13,7 +13,16 @@ def brute(n: int, c: int, k: int) -> float:
 
 @pytest.mark.parametrize(
     ("n", "c", "k"),
-    [(1, 0, 1), (1, 1, 1), (20, 0, 1), (20, 3, 1), (20, 3, 10), (20, 19, 10), (200, 7, 100), (10, 10, 10)],
+    [
+        (1, 0, 1),
+        (1, 1, 1),
+        (20, 0, 1),
+        (20, 3, 1),
+        (20, 3, 10),
+        (20, 19, 10),
+        (200, 7, 100),
+        (10, 10, 10),
+    ],
 )
 def test_unbiased_estimator_matches_the_binomial_formula(n, c, k):
     assert estimate_pass_at_k([n], [c], k)[0] == pytest.approx(brute(n, c, k), abs=1e-12)

@@ -11,7 +11,13 @@ from orchestrator.recorder import Recorder
 from storage.index import build_index
 from storage.store import Store
 from workers.spec import (
-    BackendName, EngineInfo, ExecutionRecord, Outcome, SampleRecord, SettingGenerations, WorkerInfo,
+    BackendName,
+    EngineInfo,
+    ExecutionRecord,
+    Outcome,
+    SampleRecord,
+    SettingGenerations,
+    WorkerInfo,
 )  # fmt: skip
 
 INFO = EngineInfo(BackendName.FAKE, "fake", "cpu", "float32", "r", "", None, "</s>", {})
@@ -26,8 +32,15 @@ def generated(key: str, n: int = 3) -> SettingGenerations:
 
 def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
     return [
-        ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED if i < passed else Outcome.FAILED,
-                        1.0 if i < passed else 0.0, None, None, 0.1)  # fmt: skip
+        ExecutionRecord(
+            f"Python/{i}",
+            0,
+            Outcome.PASSED if i < passed else Outcome.FAILED,
+            1.0 if i < passed else 0.0,
+            None,
+            None,
+            0.1,
+        )  # fmt: skip
         for i in range(n)
     ]
 
@@ -95,7 +108,9 @@ def test_recorder_keeps_provenance_and_counts_attempts(cells, tmp_path):
 @pytest.mark.parametrize(("error_type", "action"),
                          [("ActorDiedError", Action.GENERATE), ("NodeDiedError", Action.GENERATE),
                           ("RuntimeError", Action.FAILED), ("Timeout", Action.FAILED)])  # fmt: skip
-def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(cells, tmp_path, error_type, action):
+def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(
+    cells, tmp_path, error_type, action
+):
     store = Store(str(tmp_path))
     cell = next(c for c in cells if not c.skipped)
     recorder = Recorder(store, "run1", "{}")

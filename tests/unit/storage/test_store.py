@@ -12,15 +12,23 @@ from storage.store import SchemaMismatch, Store, StoreLocked, UnknownTable
 
 
 def execution(key: str, task: str, passed: bool) -> dict:
-    return {"setting_key": key, "task_id": task, "sample_index": 0,
-            "outcome": "passed" if passed else "failed", "passed": passed, "score": float(passed)}  # fmt: skip
+    return {
+        "setting_key": key,
+        "task_id": task,
+        "sample_index": 0,
+        "outcome": "passed" if passed else "failed",
+        "passed": passed,
+        "score": float(passed),
+    }
 
 
 def test_tables_read_with_pandas_and_rewrites_replace(tmp_path):
     store = Store(str(tmp_path))
     store.write_rows("executions", "k1", [execution("k1", "Python/0", True)])
     store.write_rows("executions", "k2", [execution("k2", "Python/0", False)])
-    store.write_rows("executions", "k1", [execution("k1", "Python/0", False), execution("k1", "Python/1", True)])
+    store.write_rows(
+        "executions", "k1", [execution("k1", "Python/0", False), execution("k1", "Python/1", True)]
+    )
     frame = pd.read_parquet(tmp_path / "executions")
     assert len(frame) == 3  # k1 replaced, not duplicated
     assert sorted(frame[frame.setting_key == "k1"].task_id) == ["Python/0", "Python/1"]
@@ -95,7 +103,9 @@ def test_index_requires_every_result_shard(tmp_path):
     row = {"setting_key": "k1", "status": SettingStatus.COMPLETE.value}
     store.write_rows("settings", "k1", [row])
     assert not build_index(store)["k1"].complete
-    store.write_rows("generations", "k1", [{"setting_key": "k1", "task_id": "t", "sample_index": 0}])
+    store.write_rows(
+        "generations", "k1", [{"setting_key": "k1", "task_id": "t", "sample_index": 0}]
+    )
     store.write_rows("executions", "k1", [execution("k1", "t", True)])
     store.write_rows("scores", "k1", [{"setting_key": "k1", "value": 1.0}])
     assert build_index(store)["k1"].complete

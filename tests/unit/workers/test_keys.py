@@ -6,8 +6,17 @@ import pytest
 
 from workers.keys import KeyError_, canonical_json, sample_seed, setting_key
 from workers.spec import (
-    BackendName, BenchmarkSpec, DecodingSpec, Dtype, EngineSpec, HfOptions, ModelSpec, Quant,
-    SeedPolicy, SettingSpec, Tuning,
+    BackendName,
+    BenchmarkSpec,
+    DecodingSpec,
+    Dtype,
+    EngineSpec,
+    HfOptions,
+    ModelSpec,
+    Quant,
+    SeedPolicy,
+    SettingSpec,
+    Tuning,
 )  # fmt: skip
 
 MODEL = ModelSpec("m", "org/model", "abc123", "fam", 1.0, Tuning.BASE, "instruct")
@@ -48,8 +57,11 @@ def test_canonical_json_rejects_non_json_values(bad):
         {"engine": EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.NONE)},
         {"engine": EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.INT4)},
         {"engine": EngineSpec(MODEL, BackendName.VLLM, Dtype.BF16, Quant.NONE)},
-        {"engine": EngineSpec(dataclasses.replace(MODEL, revision="def"), BackendName.HF,
-                              Dtype.BF16, Quant.NONE)},
+        {
+            "engine": EngineSpec(
+                dataclasses.replace(MODEL, revision="def"), BackendName.HF, Dtype.BF16, Quant.NONE
+            )
+        },
     ],
 )
 def test_output_relevant_fields_change_the_key(change):
@@ -74,7 +86,9 @@ def test_sampled_settings_key_the_seed_and_policy():
 
 
 def test_hf_prompt_batching_is_keyed_but_default_is_not():
-    batched = EngineSpec(MODEL, BackendName.HF, Dtype.BF16, Quant.NONE, hf=HfOptions(prompt_batch_size=8))
+    batched = EngineSpec(
+        MODEL, BackendName.HF, Dtype.BF16, Quant.NONE, hf=HfOptions(prompt_batch_size=8)
+    )
     assert setting_key(setting(engine=batched)) != setting_key(setting())
 
 

@@ -96,7 +96,9 @@ class HumanEvalFix:
                 continue
             for index in range(setting.n_samples):
                 seed = sample_seed(key, problem.task_id, index)
-                sampling = SamplingSpec(True, decoding.temperature, decoding.top_p, decoding.top_k, seed)
+                sampling = SamplingSpec(
+                    True, decoding.temperature, decoding.top_p, decoding.top_k, seed
+                )
                 out.append(
                     GenRequest(
                         n_samples=1, samples_per_call=1, sampling=sampling, sample_offset=index,

@@ -7,7 +7,11 @@ harness's `decoded[len(prompt):]`.
 from __future__ import annotations
 
 from workers.benchmarks.humanevalfix.data import Problem
-from workers.benchmarks.humanevalfix.prompts import DIFF_TEMPLATES, UnsupportedTemplate, prompt_parts
+from workers.benchmarks.humanevalfix.prompts import (
+    DIFF_TEMPLATES,
+    UnsupportedTemplate,
+    prompt_parts,
+)
 from workers.spec import Variant
 
 # The task's module-level Python list (from CodeGeeX), plus what the task appends.

@@ -69,7 +69,9 @@ class InfiBench:
             f"unknown InfiBench template {template!r}. Valid: {', '.join(TEMPLATES)}, own (= chat)"
         )
 
-    def requests(self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None) -> list[GenRequest]:
+    def requests(
+        self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None
+    ) -> list[GenRequest]:
         decoding = setting.decoding
         out = []
         for case in self.cases(setting.benchmark.limit):
@@ -91,7 +93,9 @@ class InfiBench:
                 continue
             for index in range(setting.n_samples):
                 seed = sample_seed(key, case.case_path, index)
-                sampling = SamplingSpec(True, decoding.temperature, decoding.top_p, decoding.top_k, seed)
+                sampling = SamplingSpec(
+                    True, decoding.temperature, decoding.top_p, decoding.top_k, seed
+                )
                 out.append(GenRequest(n_samples=1, samples_per_call=1, sampling=sampling,
                                       sample_offset=index, **common))  # fmt: skip
         return out

@@ -125,8 +125,12 @@ def _target_outcome(target: BlankTarget, response_str: str, details: list[str]) 
             alt.cond is None
             or evaluate_condition(
                 alt.cond,
-                {"grading_details": details, "ans_str": ans_str, "ans_re": alt.regex,
-                 "response_str": response_str},
+                {
+                    "grading_details": details,
+                    "ans_str": ans_str,
+                    "ans_re": alt.regex,
+                    "response_str": response_str,
+                },
             )  # fmt: skip
         ):
             return True, "matched: " + now_status

@@ -43,7 +43,7 @@ PY_PASSED, PY_FAILED, PY_TIMED_OUT = 86, 87, 88
 # by SIGALRM for python and by the sandbox for the other languages.
 PYTHON_STARTUP_SLACK_S = 20.0
 
-PYTHON_RUNNER = f'''\
+PYTHON_RUNNER = f"""\
 import os, signal, sys
 for _name in {PYTHON_HELPER_MODULES!r}:
     try:
@@ -74,7 +74,7 @@ try:
 except BaseException:
     pass
 os._exit(_status)
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,15 @@ _PROBES: Mapping[str, tuple[tuple[str, ...], Mapping[str, str]]] = {
     "cpp": (_shell("g++ -fsyntax-only probe.cpp"), {"probe.cpp": "#include <boost/any.hpp>\n"}),
     "java": (_shell("javac -version && java -version"), {}),
     "go": (("go", "version"), {}),
-    "r": (("Rscript", "-e", f"for (p in c({', '.join(repr(p) for p in R_PACKAGES)})) "
-           "library(p, character.only = TRUE)"), {}),  # fmt: skip
+    "r": (
+        (
+            "Rscript",
+            "-e",
+            f"for (p in c({', '.join(repr(p) for p in R_PACKAGES)})) "
+            "library(p, character.only = TRUE)",
+        ),
+        {},
+    ),  # fmt: skip
     "c#": (_shell("mcs --version && mono --version"), {}),
 }
 PROBE_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=16384, max_processes=512)

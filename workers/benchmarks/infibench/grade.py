@@ -155,6 +155,7 @@ def grade_response(
     only for cases with unit tests). `response` is graded as given; see
     `official_response_text` for the batched grader's NaN quirk.
     """
+
     def result(status, score, metrics=(), error=None, missing=()) -> ResponseScore:
         return ResponseScore(case.case_path, case.case_id, sample_index, status, score,
                              tuple(metrics), error, tuple(missing))  # fmt: skip
@@ -193,8 +194,11 @@ def _as_input(row: ResponseInput | Mapping, fallback_index: int) -> ResponseInpu
     completion = row.get("completion")
     if case_path is None or completion is None:
         raise ValueError(f"a response row needs case_path (or filename) and completion: {row!r}")
-    return ResponseInput(str(case_path), fallback_index if index is None else int(index),
-                         "" if completion != completion else str(completion))  # NaN -> ""
+    return ResponseInput(
+        str(case_path),
+        fallback_index if index is None else int(index),
+        "" if completion != completion else str(completion),
+    )  # NaN -> ""
 
 
 def _run_unique(jobs: dict[tuple, Program], run: Runner, workers: int) -> dict[tuple, ExecOutcome]:
@@ -275,7 +279,8 @@ def score_responses(
         return outcomes[key] if key in outcomes else run(program)
 
     return [
-        grade_response(case, text, sample_index=row.sample_index, run=cached_run,
-                       available=available)  # fmt: skip
+        grade_response(
+            case, text, sample_index=row.sample_index, run=cached_run, available=available
+        )  # fmt: skip
         for case, row, text in items
     ]

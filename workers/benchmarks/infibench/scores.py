@@ -57,11 +57,18 @@ def to_row(score: ResponseScore) -> dict[str, Any]:
         "missing_executors": list(score.missing_executors),
         "metrics": json.dumps(
             [
-                {"metric": m.metric, "counts_as": m.counts_as, "earned": m.earned,
-                 "total": m.total, "detail": m.detail}
+                {
+                    "metric": m.metric,
+                    "counts_as": m.counts_as,
+                    "earned": m.earned,
+                    "total": m.total,
+                    "detail": m.detail,
+                }
                 for m in score.metrics
             ],
-            sort_keys=True, ensure_ascii=False, default=str,
+            sort_keys=True,
+            ensure_ascii=False,
+            default=str,
         ),  # fmt: skip
     }
 

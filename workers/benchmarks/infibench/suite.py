@@ -217,8 +217,14 @@ def load_suite(folder: str | Path, suite_file: str = V21_SUITE_FILE) -> Suite:
         if not prompt_path.is_file():
             raise SuiteError(f"{case_path}: prompt file not found: {prompt_path}")
         cases.append(
-            parse_case(case_path, eval_spec, prompt_path.read_text(encoding="utf-8"),
-                       _folder_files(full_path.parent), settings[1], settings[2])  # fmt: skip
+            parse_case(
+                case_path,
+                eval_spec,
+                prompt_path.read_text(encoding="utf-8"),
+                _folder_files(full_path.parent),
+                settings[1],
+                settings[2],
+            )  # fmt: skip
         )
     return _build(str(defs.get("version", suite_file)), cases, settings, str(folder / suite_file))
 

@@ -11,7 +11,14 @@ pytest.importorskip("transformers")
 from workers.backends.hf import EndOfFunctionCriteria, HfBackend, continuation_is_done  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.spec import (  # noqa: E402
-    BackendName, Dtype, EngineSpec, GenRequest, LengthSemantics, ModelSpec, Quant, SamplingSpec,
+    BackendName,
+    Dtype,
+    EngineSpec,
+    GenRequest,
+    LengthSemantics,
+    ModelSpec,
+    Quant,
+    SamplingSpec,
     Tuning,
 )  # fmt: skip
 
@@ -24,7 +31,14 @@ def backend(tmp_path_factory):
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny")
     model = ModelSpec("tiny", str(path), "tiny-llama-v1", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     b = HfBackend()
-    info = b.load(EngineSpec(model, BackendName.HF, Dtype.FP32, Quant.NONE, ))
+    info = b.load(
+        EngineSpec(
+            model,
+            BackendName.HF,
+            Dtype.FP32,
+            Quant.NONE,
+        )
+    )
     assert info.device == "cpu" and info.effective_dtype == "float32"
     yield b
     b.close()
@@ -52,7 +66,9 @@ def test_greedy_is_deterministic_and_sliced_at_the_prompt(backend):
     g = first[0]
     assert g.n_prompt_tokens == backend.count_tokens(prompt)
     assert not g.prompt_truncated and not g.decode_mismatch
-    full = backend.tokenizer.decode(backend.tokenizer(prompt).input_ids[1:] + list(g.output_token_ids))
+    full = backend.tokenizer.decode(
+        backend.tokenizer(prompt).input_ids[1:] + list(g.output_token_ids)
+    )
     assert full == prompt + g.continuation
 
 
@@ -77,17 +93,23 @@ def test_a_prompt_at_or_over_the_limit_is_truncated_flagged_and_not_generated(ba
 
 def test_new_tokens_semantics_limits_only_the_output(backend):
     prompt = "def f(x):"
-    g = backend.generate([request(prompt, max_length=7, stop=(), length_semantics=LengthSemantics.NEW_TOKENS)])[0]
+    g = backend.generate(
+        [request(prompt, max_length=7, stop=(), length_semantics=LengthSemantics.NEW_TOKENS)]
+    )[0]
     assert g.n_output_tokens <= 7 and not g.prompt_truncated
 
 
 def test_harness_seeding_repeats_and_per_request_seeds_do_not_depend_on_order(backend):
     sampled = SamplingSpec(True, 0.8, 0.95, 0, None)
-    reqs = [request(f"def f{i}(x):", task_id=f"T/{i}", sampling=sampled, n_samples=2) for i in range(3)]
+    reqs = [
+        request(f"def f{i}(x):", task_id=f"T/{i}", sampling=sampled, n_samples=2) for i in range(3)
+    ]
     assert backend.generate(reqs, global_seed=7) == backend.generate(reqs, global_seed=7)
     assert backend.generate(reqs, global_seed=7) != backend.generate(reqs, global_seed=8)
-    seeded = [dataclasses.replace(r, sampling=dataclasses.replace(sampled, seed=100 + i), n_samples=1)
-              for i, r in enumerate(reqs)]  # fmt: skip
+    seeded = [
+        dataclasses.replace(r, sampling=dataclasses.replace(sampled, seed=100 + i), n_samples=1)
+        for i, r in enumerate(reqs)
+    ]
     forward = backend.generate(seeded)
     backward = backend.generate(list(reversed(seeded)))
     assert forward == list(reversed(backward))
@@ -102,7 +124,10 @@ def test_stopping_criterion_waits_for_every_sequence(backend):
     open_row = tok("\n    x = 1", add_special_tokens=False).input_ids
     width = max(len(done_row), len(open_row))
     pad = tok.pad_token_id
-    rows = [[0] + done_row + [pad] * (width - len(done_row)), [0] + open_row + [pad] * (width - len(open_row))]
+    rows = [
+        [0] + done_row + [pad] * (width - len(done_row)),
+        [0] + open_row + [pad] * (width - len(open_row)),
+    ]
     criterion = EndOfFunctionCriteria(start, STOP, tok)
     assert not criterion(torch.tensor(rows), None).any()
     assert criterion(torch.tensor([rows[0], rows[0]]), None).all()

@@ -14,7 +14,9 @@ def test_local_file_has_164_problems_in_order_and_a_stable_hash(problem_set, sha
     assert all(p.test.rstrip().endswith(f"check({p.entry_point})") for p in problem_set.problems)
 
 
-def test_hub_loading_downloads_the_raw_jsonl_at_the_pinned_revision(monkeypatch, shared_data, problem_set):
+def test_hub_loading_downloads_the_raw_jsonl_at_the_pinned_revision(
+    monkeypatch, shared_data, problem_set
+):
     calls = []
 
     def fake_download(**kwargs):

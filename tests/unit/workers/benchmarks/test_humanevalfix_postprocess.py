@@ -26,7 +26,9 @@ def test_all_golden_rows_postprocess_identically(shared_data, problem_set):
         (r["task"], r["prompt_option"], r["task_id"], r["suffix_kind"])
         for r in rows
         if postprocess(
-            by_id[r["task_id"]], TASK_VARIANT[r["task"]], r["prompt_option"],
+            by_id[r["task_id"]],
+            TASK_VARIANT[r["task"]],
+            r["prompt_option"],
             r["raw_generation_after_prompt"],
         )
         != r["postprocessed"]

@@ -34,7 +34,9 @@ def test_every_golden_prompt_is_byte_identical(golden, problem_set):
     for row in golden:
         if row["error"] is not None:
             continue
-        prompt = build_prompt(by_id[row["task_id"]], TASK_VARIANT[row["task"]], row["prompt_option"])
+        prompt = build_prompt(
+            by_id[row["task_id"]], TASK_VARIANT[row["task"]], row["prompt_option"]
+        )
         digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()
         if digest != row["sha256_utf8"] or len(prompt) != row["n_chars"]:
             mismatches.append((row["task"], row["prompt_option"], row["task_id"]))

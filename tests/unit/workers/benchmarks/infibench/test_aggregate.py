@@ -106,14 +106,17 @@ def test_metric_breakdown_uses_each_groups_best_response():
                       "targets": ["1", "2"][:1]}, "max_score": 2.0}, case_id="0-0-1")  # fmt: skip
 
     def response(i, kw, blank):
-        metrics = (MetricScore("keywords", kw, 2.0, None, "keywords"),
-                   MetricScore("blank_filling", blank, 1.0, None, "blank_filling"))
+        metrics = (
+            MetricScore("keywords", kw, 2.0, None, "keywords"),
+            MetricScore("blank_filling", blank, 1.0, None, "blank_filling"),
+        )
         return ResponseScore(case.case_path, case.case_id, i, SCORED, min(kw + blank, 2) / 2,
                              metrics)  # fmt: skip
 
     # best raw points wins (3 > 2 although both clip to 1.0); later sample on ties
-    scores = [response(0, 2.0, 0.0), response(1, 2.0, 1.0)] + [response(i, 0.0, 0.0)
-                                                                for i in range(2, 10)]
+    scores = [response(0, 2.0, 0.0), response(1, 2.0, 1.0)] + [
+        response(i, 0.0, 0.0) for i in range(2, 10)
+    ]
     report = aggregate(suite_from_cases([case]), scores)
     by_metric = {g.name: g for g in report.by_metric}
     assert by_metric["keywords"].group_totals == (1.0,)  # 2 points * full 1 / case total 2

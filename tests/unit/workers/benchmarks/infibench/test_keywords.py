@@ -32,8 +32,11 @@ def outcome(rules: list, response: str):
         ({"content": {"content": "^b", "regex": True}}, "a\nb", False),
         # regex is inherited by the children of a node
         ({"content": {"or": ["x+y", "z\\d"], "regex": True}}, "z5", True),
-        ({"content": {"or": ["x+y", {"content": "z\\d", "regex": False}], "regex": True}}, "z5",
-         False),
+        (
+            {"content": {"or": ["x+y", {"content": "z\\d", "regex": False}], "regex": True}},
+            "z5",
+            False,
+        ),
         # to_lower lower-cases the PATTERN too: \S becomes \s (0-1-137's [\s\S] -> [\s\s])
         ({"content": {"content": "\\S+@", "regex": True}}, "  @", False),
         ({"content": {"content": "\\S+@", "regex": True}, "to_lower": True}, "  @", True),

@@ -121,6 +121,7 @@ def test_folder_suite_reads_only_files_inside_the_case_folder(tmp_path):
     assert suite.case("1").dependencies == {"t.py": "assert True\n"}
     assert suite.case("1").prompt == "Q?" and suite.attempt_reduce_mode == "avg_max_10"
     (tmp_path / "cases" / "eval_1.yaml").write_text(
-        case_yaml + "    tests:\n    - path: ../secret.py\n")
+        case_yaml + "    tests:\n    - path: ../secret.py\n"
+    )
     with pytest.raises(SuiteError, match="not found"):
         load_suite(tmp_path, "suite.yaml")
