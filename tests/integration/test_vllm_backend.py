@@ -5,6 +5,7 @@ Ray (plus compare-backends and repeat-check on its store). See docs/vllm.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from workers.spec import (  # noqa: E402
     SamplingSpec,
     SeedPolicy,
     SettingSpec,
+    StopRule,
     Tuning,
     VllmOptions,
 )
@@ -249,3 +251,25 @@ def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     assert report["per_backend"]["vllm"] == {"n_settings": 2, "n_samples": 10, "n_flipped": 0,
                                              "flip_rate": 0.0}  # fmt: skip
     assert pd.read_parquet(store / "generations").shape == generations.shape  # nothing written
+
+
+def test_infibench_free_form_answers_stop_only_at_stop_words_like_hf(
+    cache_dir, shared_data, vllm_backend, hf_backend
+):
+    """InfiBench requests use StopRule.STOP_WORDS: a non-indented line does not end them."""
+    from workers.benchmarks.infibench.adapter import InfiBench
+    from workers.benchmarks.infibench.suite import load_suite
+
+    infibench = InfiBench(load_suite(shared_data / "infibench"))
+    engine = engine_for(cache_dir, BackendName.VLLM)
+    setting = SettingSpec(engine, BenchmarkSpec("infibench", "v2.1", "data", 6), "default", GREEDY,
+                          48, length_semantics=LengthSemantics.NEW_TOKENS)  # fmt: skip
+    reqs = infibench.requests(setting, setting_key(setting))
+    from_vllm, from_hf = vllm_backend.generate(reqs), hf_backend.generate(reqs)
+    assert differences(from_vllm, from_hf) == {}
+    assert max(g.n_output_tokens for g in from_vllm) == 48
+    # the same requests under the harness's Python rule stop at the first non-indented text
+    harness = [dataclasses.replace(r, stop_rule=StopRule.HARNESS_PYTHON) for r in reqs]
+    stopped = vllm_backend.generate(harness)
+    assert differences(stopped, hf_backend.generate(harness)) == {}
+    assert sum(g.n_output_tokens for g in stopped) < sum(g.n_output_tokens for g in from_vllm)

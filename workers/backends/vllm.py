@@ -15,6 +15,7 @@ vLLM, torch and transformers are imported in `load()`, after the environment is 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -43,6 +44,7 @@ from workers.spec import (
     GenRequest,
     LengthSemantics,
     Quant,
+    StopRule,
 )
 
 logger = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ class _Job:
     ids: tuple[int, ...]
     sampling: Any  # vllm.SamplingParams
     stop: tuple[str, ...]
+    rule: StopRule = StopRule.HARNESS_PYTHON
 
 
 @dataclass(frozen=True)
@@ -375,7 +378,15 @@ class VllmBackend:
             self._check_fits(request, prep)
             stop = self._stop_words(request)
             for sample, sampling in enumerate(self._sampling_params(request, prep, stop)):
-                jobs.append(_Job(f"{self._batch}-{index}-{sample}", prep.ids, sampling, stop))
+                jobs.append(
+                    _Job(
+                        f"{self._batch}-{index}-{sample}",
+                        prep.ids,
+                        sampling,
+                        stop,
+                        request.stop_rule,
+                    )
+                )
         self._batch += 1
         started = time.perf_counter()
         outputs = self._run(jobs)
@@ -397,7 +408,10 @@ class VllmBackend:
         from vllm.inputs import TokensPrompt
 
         engine = self.llm.llm_engine
-        states = {job.request_id: _StopState(job.stop, self._is_done) for job in jobs}
+        states = {
+            job.request_id: _StopState(job.stop, functools.partial(self._is_done, rule=job.rule))
+            for job in jobs
+        }
         finished = False
         try:
             for job in jobs:
@@ -470,7 +484,8 @@ class VllmBackend:
         assert self._is_done is not None
 
         def done(k: int) -> bool:  # batch_decode's defaults, as the criterion decodes
-            return self._is_done(self.tokenizer.decode(output_ids[:k]), stop)
+            text = self.tokenizer.decode(output_ids[:k])
+            return self._is_done(text, stop, request.stop_rule)
 
         return first_done_index(len(output_ids), done)
 
