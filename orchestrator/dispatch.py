@@ -233,7 +233,8 @@ class Dispatcher:
             item, samples = self._exec_queue.popleft()
             ref = execute_samples.options(
                 num_cpus=opts.cluster.exec_cpus,
-                max_retries=opts.cluster.exec_max_retries,
+                max_retries=opts.cluster.exec_max_retries,  # worker or node death
+                retry_exceptions=False,  # a sandbox error is a result, not a reason to rerun
             ).remote(
                 bench_ref[item.setting.benchmark.name], samples, opts.limits, opts.exec_workers
             )
