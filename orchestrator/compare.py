@@ -6,9 +6,8 @@ and the pass@1 difference are reported.
 
 The match, precisely: two complete settings are paired when their keyed fields
 (`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
-the engine's backend and its backend-only options (`backend`, `hf_prompt_batch_size`,
-`vllm_batch_invariant`), and their backends differ. So model and revision, dtype and
-quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
+the engine's backend and its backend-only options (`backend`, `vllm_batch_invariant`), and
+their backends differ. So model and revision, dtype and quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
 (temperature, top_p, top_k; not the decoding's name), max_length and its semantics and n_samples
 must be equal, and for sampled settings also seed and seed policy (greedy settings ignore them,
 as the key does). Samples are compared on (task_id, sample_index).
@@ -35,7 +34,7 @@ from workers.keys import canonical_json
 
 logger = logging.getLogger(__name__)
 
-BACKEND_ONLY_ENGINE_FIELDS = ("backend", "hf_prompt_batch_size", "vllm_batch_invariant")
+BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant")
 BACKEND_ORDER = ("hf", "vllm")  # the first of a pair is the reference (the harness's backend)
 MAX_LISTED = 20  # differing task ids listed per pair
 

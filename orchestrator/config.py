@@ -367,7 +367,7 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         defaults=CellDefaults(tuple(sorted(defaults.items()))),
         axes=tuple(axes),
         decodings=tuple(sorted((d, decoding_spec(d, presets)) for d in decodings)),
-        hf=HfOptions(device=str(cfg.hf.device), prompt_batch_size=int(cfg.hf.prompt_batch_size)),
+        hf=HfOptions(device=str(cfg.hf.device)),
         vllm=VllmOptions(
             max_model_len=vl.max_model_len,
             gpu_memory_utilization=float(vl.gpu_memory_utilization),

@@ -64,9 +64,6 @@ def engine_fields(engine: EngineSpec) -> dict[str, Any]:
     }
     if engine.quant is Quant.INT4:
         fields["bnb_4bit_quant_type"] = engine.bnb_4bit_quant_type.value
-    if engine.backend is BackendName.HF and engine.hf.prompt_batch_size != 1:
-        # Left-padded prompt batches change low-precision numerics: a different experiment.
-        fields["hf_prompt_batch_size"] = engine.hf.prompt_batch_size
     if engine.backend is BackendName.VLLM and engine.vllm.batch_invariant:
         fields["vllm_batch_invariant"] = True
     if engine.backend is BackendName.REPLAY:

@@ -98,10 +98,6 @@ class ModelSpec:
 @dataclass(frozen=True)
 class HfOptions:
     device: str = "auto"  # "auto" (cuda if visible, else cpu), "cpu" or "cuda"
-    # Prompts per generate call. 1 is the harness (one prompt per call, never padded); larger
-    # values left-pad a batch of prompts, which changes bf16/fp16 numerics (not the key's
-    # business only because it is recorded: it is part of the engine options in the manifest).
-    prompt_batch_size: int = 1
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Hugging Face transformers backend, with the BigCode harness's generation semantics.
 
-Faithful mode (the default, `HfOptions.prompt_batch_size == 1`) is what the harness does:
+It is what the harness does:
 - one prompt per `generate` call, `num_return_sequences` = samples per call, never padded;
 - prompts tokenized with left truncation to the length limit; `max_length` = prompt + output
   tokens; a prompt at or over the limit is not generated from (the harness catches that error and
@@ -158,7 +158,6 @@ class HfBackend:
             eos_token=tokenizer.eos_token,
             options={
                 "device": self.device,
-                "prompt_batch_size": str(engine.hf.prompt_batch_size),
                 "quantization": engine.quant.value,
                 "bnb_4bit_quant_type": engine.bnb_4bit_quant_type.value,
             },

@@ -60,7 +60,7 @@ def test_settings_that_differ_only_in_the_backend_share_a_match_key():
     ("a", "b", "same"),
     [
         (["backend=hf"], ["backend=vllm"], True),
-        (["backend=hf", "hf.prompt_batch_size=4"], ["backend=vllm"], True),  # backend-only option
+        (["backend=hf", "hf.device=cpu"], ["backend=vllm"], True),  # a backend-only option
         (["backend=hf"], ["backend=vllm", "vllm.batch_invariant=true"], True),
         (["backend=hf", "seed=1"], ["backend=vllm", "seed=2"], True),  # greedy: seed not keyed
         (["backend=hf", "decoding=t0.8", "seed=1", "seed_policy=per_sample"],
