@@ -7,10 +7,11 @@ and the pass@1 difference are reported.
 The match, precisely: two complete settings are paired when their keyed fields
 (`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
 the engine's backend and its backend-only options (`backend`, `vllm_batch_invariant`), and
-their backends differ. So model and revision, dtype and quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
-(temperature, top_p, top_k; not the decoding's name), max_length and its semantics and n_samples
-must be equal, and for sampled settings also seed and seed policy (greedy settings ignore them,
-as the key does). Samples are compared on (task_id, sample_index).
+their backends differ. So model and revision, dtype and quantization, benchmark, variant, data
+hash, problem limit, template, decoding parameters (temperature, top_p, top_k; not the
+decoding's name), max_length and its semantics and n_samples must be equal, and for sampled
+settings also seed and seed policy (greedy settings ignore them, as the key does). Samples are
+compared on (task_id, sample_index).
 
 `repeat-check`: re-generates the first N problems of finished settings through their own
 backend, in this process and outside the store (nothing is written), and reports the share of
