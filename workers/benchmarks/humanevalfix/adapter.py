@@ -22,7 +22,7 @@ from workers.benchmarks.humanevalfix.prompts import (
     chat_messages,
     check_template,
 )
-from workers.keys import sample_seed
+from workers.benchmarks.requests import problem_requests
 from workers.spec import (
     ExecJob,
     ExecutionRecord,
@@ -30,9 +30,7 @@ from workers.spec import (
     GenRequest,
     Outcome,
     SampleRecord,
-    SamplingSpec,
     SandboxLimits,
-    SeedPolicy,
     SettingSpec,
     Variant,
 )
@@ -67,44 +65,13 @@ class HumanEvalFix:
             raise UnsupportedTemplate(
                 f"template {setting.template!r}: diff outputs are not scored by reprogrid"
             )
-        decoding = setting.decoding
         stop = stop_words(setting.template)
         out = []
         for problem in self.problems(setting.benchmark.limit):
-            prompt = self.prompt(problem, setting, chat)
-            common = dict(
-                task_id=problem.task_id,
-                prompt=prompt,
-                max_length=setting.max_length,
-                length_semantics=setting.length_semantics,
-                stop=stop,
+            out += problem_requests(
+                setting, key, problem.task_id, self.prompt(problem, setting, chat), stop,
                 add_special_tokens=setting.template != CHAT_TEMPLATE,
-            )
-            per_sample = setting.seed_policy is SeedPolicy.PER_SAMPLE and decoding.do_sample
-            if not per_sample:
-                sampling = SamplingSpec(
-                    decoding.do_sample, decoding.temperature, decoding.top_p, decoding.top_k, None
-                )
-                out.append(
-                    GenRequest(
-                        n_samples=setting.n_samples,
-                        samples_per_call=setting.samples_per_call,
-                        sampling=sampling,
-                        **common,
-                    )
-                )
-                continue
-            for index in range(setting.n_samples):
-                seed = sample_seed(key, problem.task_id, index)
-                sampling = SamplingSpec(
-                    True, decoding.temperature, decoding.top_p, decoding.top_k, seed
-                )
-                out.append(
-                    GenRequest(
-                        n_samples=1, samples_per_call=1, sampling=sampling, sample_offset=index,
-                        **common,
-                    )
-                )  # fmt: skip
+            )  # fmt: skip
         return out
 
     def samples(

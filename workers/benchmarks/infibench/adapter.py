@@ -26,16 +26,14 @@ from workers.benchmarks.infibench.prompts import (
 )
 from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import Case, Suite
-from workers.keys import sample_seed
+from workers.benchmarks.requests import problem_requests
 from workers.spec import (
     ExecutionRecord,
     Generation,
     GenRequest,
     Outcome,
     SampleRecord,
-    SamplingSpec,
     SandboxLimits,
-    SeedPolicy,
     SettingSpec,
     StopRule,
 )
@@ -72,32 +70,13 @@ class InfiBench:
     def requests(
         self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None
     ) -> list[GenRequest]:
-        decoding = setting.decoding
         out = []
         for case in self.cases(setting.benchmark.limit):
-            common = dict(
-                task_id=case.case_path,
-                prompt=self.prompt(case, setting.template, chat),
-                max_length=setting.max_length,
-                length_semantics=setting.length_semantics,
-                stop=(*END_MARKERS, TEN_NEWLINES),
-                add_special_tokens=setting.template != "chat",
+            out += problem_requests(
+                setting, key, case.case_path, self.prompt(case, setting.template, chat),
+                (*END_MARKERS, TEN_NEWLINES), add_special_tokens=setting.template != "chat",
                 stop_rule=StopRule.STOP_WORDS,
-            )
-            if not (setting.seed_policy is SeedPolicy.PER_SAMPLE and decoding.do_sample):
-                sampling = SamplingSpec(decoding.do_sample, decoding.temperature, decoding.top_p,
-                                        decoding.top_k, None)  # fmt: skip
-                out.append(GenRequest(n_samples=setting.n_samples,
-                                      samples_per_call=setting.samples_per_call,
-                                      sampling=sampling, **common))  # fmt: skip
-                continue
-            for index in range(setting.n_samples):
-                seed = sample_seed(key, case.case_path, index)
-                sampling = SamplingSpec(
-                    True, decoding.temperature, decoding.top_p, decoding.top_k, seed
-                )
-                out.append(GenRequest(n_samples=1, samples_per_call=1, sampling=sampling,
-                                      sample_offset=index, **common))  # fmt: skip
+            )  # fmt: skip
         return out
 
     def samples(

@@ -1,0 +1,59 @@
+"""Generation requests for one problem under a setting's seed policy (shared by the adapters)."""
+
+from __future__ import annotations
+
+from workers.keys import sample_seed
+from workers.spec import (
+    GenRequest,
+    SamplingSpec,
+    SeedPolicy,
+    SettingSpec,
+    StopRule,
+)
+
+
+def problem_requests(
+    setting: SettingSpec,
+    key: str,
+    task_id: str,
+    prompt: str,
+    stop: tuple[str, ...],
+    *,
+    add_special_tokens: bool,
+    stop_rule: StopRule = StopRule.HARNESS_PYTHON,
+) -> list[GenRequest]:
+    """One request drawing all n samples from the global stream (the harness's seeding, and
+    greedy), or, under seed_policy=per_sample with sampling, one request per sample with the
+    seed derived from (setting key, task, sample): independent of order and batching."""
+    d = setting.decoding
+    common = dict(
+        task_id=task_id,
+        prompt=prompt,
+        max_length=setting.max_length,
+        length_semantics=setting.length_semantics,
+        stop=stop,
+        add_special_tokens=add_special_tokens,
+        stop_rule=stop_rule,
+    )
+    if not (setting.seed_policy is SeedPolicy.PER_SAMPLE and d.do_sample):
+        sampling = SamplingSpec(d.do_sample, d.temperature, d.top_p, d.top_k, None)
+        return [
+            GenRequest(
+                n_samples=setting.n_samples,
+                samples_per_call=setting.samples_per_call,
+                sampling=sampling,
+                **common,
+            )
+        ]
+    return [
+        GenRequest(
+            n_samples=1,
+            samples_per_call=1,
+            sampling=SamplingSpec(
+                True, d.temperature, d.top_p, d.top_k, sample_seed(key, task_id, index)
+            ),
+            sample_offset=index,
+            **common,
+        )
+        for index in range(setting.n_samples)
+    ]
