@@ -5,8 +5,17 @@ import dataclasses
 from workers.benchmarks.requests import problem_requests
 from workers.keys import sample_seed
 from workers.spec import (
-    BackendName, BenchmarkSpec, DecodingSpec, Dtype, EngineSpec, ModelSpec, Quant, SeedPolicy,
-    SettingSpec, StopRule, Tuning,
+    BackendName,
+    BenchmarkSpec,
+    DecodingSpec,
+    Dtype,
+    EngineSpec,
+    ModelSpec,
+    Quant,
+    SeedPolicy,
+    SettingSpec,
+    StopRule,
+    Tuning,
 )  # fmt: skip
 
 MODEL = ModelSpec("m", "org/m", "rev", "fam", 1.0, Tuning.BASE, "instruct")
