@@ -22,7 +22,7 @@ from workers.benchmarks.humanevalfix.prompts import (
     chat_messages,
     check_template,
 )
-from workers.benchmarks.requests import problem_requests
+from workers.benchmarks.sampling import problem_requests, sample_records
 from workers.spec import (
     ExecJob,
     ExecutionRecord,
@@ -83,31 +83,14 @@ class HumanEvalFix:
     ) -> tuple[SampleRecord, ...]:
         """Post-process every generation into the candidate program the harness scores."""
         by_id = {p.task_id: p for p in self.problem_set.problems}
-        prompts = {r.task_id: r.prompt for r in requests}
-        seeds = {(r.task_id, r.sample_offset): r.sampling.seed for r in requests}
         variant = Variant(setting.benchmark.variant)
-        records = []
-        for g in generations:
-            candidate = postprocess(
+
+        def candidate(g: Generation) -> str:
+            return postprocess(
                 by_id[g.task_id], variant, setting.template, g.continuation, eos_token
             )
-            records.append(
-                SampleRecord(
-                    task_id=g.task_id,
-                    sample_index=g.sample_index,
-                    prompt=prompts[g.task_id],
-                    continuation=g.continuation,
-                    program=candidate,
-                    n_prompt_tokens=g.n_prompt_tokens,
-                    n_output_tokens=g.n_output_tokens,
-                    prompt_truncated=g.prompt_truncated,
-                    hit_length_limit=g.hit_length_limit,
-                    output_token_ids=g.output_token_ids,
-                    seed=seeds.get((g.task_id, g.sample_index)),
-                    decode_mismatch=g.decode_mismatch,
-                )
-            )
-        return tuple(records)
+
+        return sample_records(requests, generations, candidate)
 
     def exec_jobs(self, samples: Sequence[SampleRecord], timeout_s: float) -> list[ExecJob]:
         by_id = {p.task_id: p for p in self.problem_set.problems}

@@ -26,7 +26,7 @@ from workers.benchmarks.infibench.prompts import (
 )
 from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import Case, Suite
-from workers.benchmarks.requests import problem_requests
+from workers.benchmarks.sampling import problem_requests, sample_records
 from workers.spec import (
     ExecutionRecord,
     Generation,
@@ -86,24 +86,9 @@ class InfiBench:
         generations: Sequence[Generation],
         eos_token: str | None,
     ) -> tuple[SampleRecord, ...]:
-        prompts = {r.task_id: r.prompt for r in requests}
-        seeds = {(r.task_id, r.sample_offset): r.sampling.seed for r in requests}
-        return tuple(
-            SampleRecord(
-                task_id=g.task_id,
-                sample_index=g.sample_index,
-                prompt=prompts[g.task_id],
-                continuation=g.continuation,
-                program=trim_response(g.continuation, eos_token),  # the graded response
-                n_prompt_tokens=g.n_prompt_tokens,
-                n_output_tokens=g.n_output_tokens,
-                prompt_truncated=g.prompt_truncated,
-                hit_length_limit=g.hit_length_limit,
-                output_token_ids=g.output_token_ids,
-                seed=seeds.get((g.task_id, g.sample_index)),
-                decode_mismatch=g.decode_mismatch,
-            )
-            for g in generations
+        # the graded response: the continuation cut at the end-of-turn markers / eos
+        return sample_records(
+            requests, generations, lambda g: trim_response(g.continuation, eos_token)
         )
 
     def execute(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from workers.benchmarks.requests import problem_requests
+from workers.benchmarks.sampling import problem_requests
 from workers.keys import sample_seed
 from workers.spec import (
     BackendName,

@@ -1,10 +1,15 @@
-"""Generation requests for one problem under a setting's seed policy (shared by the adapters)."""
+"""What the benchmark adapters share around generation: the requests for one problem under a
+setting's seed policy, and the sample records made from what the backend returned."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from workers.keys import sample_seed
 from workers.spec import (
+    Generation,
     GenRequest,
+    SampleRecord,
     SamplingSpec,
     SeedPolicy,
     SettingSpec,
@@ -57,3 +62,31 @@ def problem_requests(
         )
         for index in range(setting.n_samples)
     ]
+
+
+def sample_records(
+    requests: Sequence[GenRequest],
+    generations: Sequence[Generation],
+    program: Callable[[Generation], str],
+) -> tuple[SampleRecord, ...]:
+    """One record per generation: its request's prompt and seed, the raw continuation, and
+    `program(generation)` (the benchmark's post-processing) as what gets scored."""
+    prompts = {r.task_id: r.prompt for r in requests}
+    seeds = {(r.task_id, r.sample_offset): r.sampling.seed for r in requests}
+    return tuple(
+        SampleRecord(
+            task_id=g.task_id,
+            sample_index=g.sample_index,
+            prompt=prompts[g.task_id],
+            continuation=g.continuation,
+            program=program(g),
+            n_prompt_tokens=g.n_prompt_tokens,
+            n_output_tokens=g.n_output_tokens,
+            prompt_truncated=g.prompt_truncated,
+            hit_length_limit=g.hit_length_limit,
+            output_token_ids=g.output_token_ids,
+            seed=seeds.get((g.task_id, g.sample_index)),
+            decode_mismatch=g.decode_mismatch,
+        )
+        for g in generations
+    )
