@@ -149,7 +149,7 @@ class Dispatcher:
             return [unit.settings]
         return [(s,) for s in unit.settings]
 
-    def _submit_units(self, bench_ref: Any) -> None:
+    def _submit_units(self, bench_refs: Mapping[str, Any]) -> None:
         cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
         if cluster_gpus <= 0 and self.plan.units:
             logger.info("the cluster has no GPUs: engines run on CPU")
@@ -166,13 +166,13 @@ class Dispatcher:
                 num_cpus=opts.engine_cpus,
                 max_restarts=opts.max_retries,
                 max_task_retries=opts.max_retries,
-            ).remote(unit.engine, bench_ref)
+            ).remote(unit.engine)
             state = _Unit(unit, actor, len(unit.settings), time.monotonic())
             self.summary.engine_loads += 1
             for chunk in self._chunks(unit):
                 for item in chunk:
                     self.recorder.started(item.key, item.setting)
-                ref = actor.run.remote([(item.key, item.setting) for item in chunk])
+                ref = actor.run.remote([(item.key, item.setting) for item in chunk], bench_refs)
                 self._gen[ref] = (state, chunk)
 
     # -- events ------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class Dispatcher:
         self.summary.scores[item.key] = score["value"]
         self.progress.finished(label(item), score["value"])
 
-    def _submit_exec(self, bench_ref: Mapping[str, Any]) -> None:
+    def _submit_exec(self, bench_refs: Mapping[str, Any]) -> None:
         opts = self.options
         while self._exec_queue and len(self._exec) < opts.cluster.max_pending_exec:
             item, samples = self._exec_queue.popleft()
@@ -236,7 +236,7 @@ class Dispatcher:
                 max_retries=opts.cluster.exec_max_retries,  # worker or node death
                 retry_exceptions=False,  # a sandbox error is a result, not a reason to rerun
             ).remote(
-                bench_ref[item.setting.benchmark.name], samples, opts.limits, opts.exec_workers
+                bench_refs[item.setting.benchmark.name], samples, opts.limits, opts.exec_workers
             )
             self._exec[ref] = item
 

@@ -28,28 +28,50 @@ from workers.spec import (
 @ray.remote(max_restarts=0, max_task_retries=0)
 class EngineWorker:
     """Holds one engine for the life of its unit; killed by the driver when the unit is done,
-    so the next engine starts in a fresh process (vLLM does not reliably free memory)."""
+    so the next engine starts in a fresh process (vLLM does not reliably free memory).
 
-    def __init__(self, engine: EngineSpec, benchmarks: Mapping[str, BenchmarkAdapter]):
+    The constructor takes only the engine spec: on a restart Ray re-runs `__init__` with the
+    same arguments but does not keep object refs among them alive (ray#53727), so the
+    benchmark refs travel with every `run` call and the engine loads on the first one."""
+
+    def __init__(self, engine: EngineSpec):
         logging.basicConfig(level=logging.INFO)
-        node_id = ray.get_runtime_context().get_node_id()
-        # Nested ObjectRefs are not resolved by Ray: the driver puts each benchmark once.
-        resolved = {
-            name: ray.get(b) if isinstance(b, ray.ObjectRef) else b
-            for name, b in benchmarks.items()
-        }
-        self.session = EngineSession(engine, resolved, node_id=node_id)
+        self.engine = engine
+        self.session: EngineSession | None = None
+        self.load_error: Exception | None = None
+
+    def _session(self, benchmarks: Mapping[str, BenchmarkAdapter]) -> EngineSession:
+        # A load that failed fails every later call of the unit the same way, without
+        # loading again (a model that does not fit would otherwise be tried per setting).
+        if self.load_error is not None:
+            raise self.load_error
+        if self.session is None:
+            # Nested ObjectRefs are not resolved by Ray: the driver puts each benchmark once.
+            resolved = {
+                name: ray.get(b) if isinstance(b, ray.ObjectRef) else b
+                for name, b in benchmarks.items()
+            }
+            node_id = ray.get_runtime_context().get_node_id()
+            try:
+                self.session = EngineSession(self.engine, resolved, node_id=node_id)
+            except Exception as e:
+                self.load_error = e
+                raise
+        return self.session
 
     def run(
-        self, items: Sequence[tuple[str, SettingSpec]]
+        self,
+        items: Sequence[tuple[str, SettingSpec]],
+        benchmarks: Mapping[str, BenchmarkAdapter],
     ) -> list[SettingGenerations | SettingFailure]:
-        return self.session.run(items)
+        return self._session(benchmarks).run(items)
 
     def pid(self) -> int:
         return os.getpid()
 
     def close(self) -> None:
-        self.session.close()
+        if self.session is not None:
+            self.session.close()
 
 
 @ray.remote(num_cpus=1, max_retries=2)

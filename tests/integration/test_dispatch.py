@@ -92,6 +92,23 @@ def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_
     )
 
 
+def test_a_failed_load_fails_its_unit_once_with_its_own_error(env, local_ray, tmp_path, capfd):
+    loads = tmp_path / "loads.txt"
+    overrides = [*FAKE, f"model.repo_id='fake://fail-load={loads}'", "grid.precision=fp32",
+                 "template=own,codellama,instruct"]  # fmt: skip
+    _, outcome = run(overrides, tmp_path / "s")
+    settings = pd.read_parquet(tmp_path / "s" / "settings")
+    assert outcome.engine_loads == 1 and outcome.failed == 3
+    assert set(settings.status) == {"failed"}
+    # the cause, not Ray's ActorDiedError: a load error is not an infrastructure error that a
+    # plain re-run would retry
+    assert set(settings.error_type) == {"FakeFailure"}
+    assert set(settings.status_reason) == {"forced load failure"}
+    assert loads.read_text().count("\n") == 1  # loaded once for the unit's three settings
+    # The engine actor takes no object refs in its constructor (ray#53727's restart hazard).
+    assert "constructor arguments in the object store" not in capfd.readouterr().err
+
+
 def engine_worker_pids() -> list[int]:
     """EngineWorker processes of the Ray instance this test started (descendants of us)."""
     me, pids = os.getpid(), []

@@ -1,7 +1,9 @@
 """A deterministic, model-free backend for orchestration tests (never for results).
 
 The "model" id may carry test knobs: `fake://delay=0.05,fail-on=[INST]` sleeps per request and
-raises for prompts containing the given text (to test per-setting failures).
+raises for prompts containing the given text (to test per-setting failures);
+`fake://fail-load=FILE` appends a line to FILE at every load and then raises (to test that a
+failed load is reported once per unit, with its own error).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ class FakeBackend:
 
     def load(self, engine: EngineSpec) -> EngineInfo:
         self.knobs = _knobs(engine.model.repo_id)
+        if "fail-load" in self.knobs:
+            with open(self.knobs["fail-load"], "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+            raise FakeFailure("forced load failure")
         # The GPUs Ray assigned, so scheduling tests can see which fake GPU served the unit.
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return EngineInfo(
