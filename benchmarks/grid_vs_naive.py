@@ -52,8 +52,8 @@ def main() -> None:
 
     import ray
 
-    from orchestrator.config import load_run_config
-    from orchestrator.runner import prepare, run_grid
+    from orchestrator.run.config import load_run_config
+    from orchestrator.run.runner import prepare, run_grid
 
     work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-"))
     overrides = [f"model={args.model}", f"grid={args.grid}", f"benchmark.limit={args.limit}",

@@ -38,6 +38,7 @@ COLUMNS = (
 )  # fmt: skip
 TUNINGS = ("base", "instruct")
 DEFAULT_FILE = "humanevalfix-python.csv"  # shipped in storage/data/
+DEFAULT_MAPPING_FILE = "humanevalfix-mapping.yaml"  # shipped in storage/data/
 HUMANEVALFIX_PROBLEMS = 164
 
 _SCORE = re.compile(r"^\d{1,3}(\.\d+)?$")
@@ -172,7 +173,7 @@ def load_default_literature() -> list[LiteratureRow]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The name mapping (sweeps/literature/<benchmark>.yaml)
+# The name mapping (storage/data/humanevalfix-mapping.yaml, or a user's file)
 
 
 @dataclass(frozen=True)
@@ -185,13 +186,29 @@ class LiteratureMapping:
 
 
 def load_literature_mapping(path: str | Path) -> LiteratureMapping:
-    """Read and check a mapping YAML: `models` maps names to model names; `benchmark`,
-    `variants` and `n_problems` are optional. Raises LiteratureError."""
+    """Read and check a mapping YAML file (see `parse_literature_mapping`)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LiteratureError(str(path), None, None, None, "mapping file not found") from None
+    return parse_literature_mapping(text, path.name)
+
+
+def load_default_mapping() -> LiteratureMapping:
+    """The shipped mapping (storage/data/humanevalfix-mapping.yaml)."""
+    resource = resources.files("storage").joinpath("data", DEFAULT_MAPPING_FILE)
+    return parse_literature_mapping(
+        resource.read_text(encoding="utf-8"), f"reprogrid:{DEFAULT_MAPPING_FILE}"
+    )
+
+
+def parse_literature_mapping(text: str, source: str) -> LiteratureMapping:
+    """Check a mapping YAML: `models` maps names to model names; `benchmark`, `variants` and
+    `n_problems` are optional. Raises LiteratureError."""
+    path = source
+    try:
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise LiteratureError(str(path), None, None, None, f"invalid YAML ({e})") from e
     models = data.get("models") if isinstance(data, dict) else None
@@ -210,5 +227,5 @@ def load_literature_mapping(path: str | Path) -> LiteratureMapping:
         benchmark=str(data.get("benchmark", "humanevalfix")),
         variants=tuple(str(v) for v in data.get("variants", ["tests"])),
         n_problems=n_problems,
-        source=path.name,
+        source=source,
     )

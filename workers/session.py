@@ -10,14 +10,11 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 from workers.backends.base import Backend, make_backend
+from workers.benchmarks.base import Benchmark
 from workers.spec import (
     EngineSpec,
-    Generation,
-    GenRequest,
-    SampleRecord,
     SeedPolicy,
     SettingFailure,
     SettingGenerations,
@@ -28,20 +25,6 @@ from workers.spec import (
 logger = logging.getLogger(__name__)
 
 
-class BenchmarkAdapter(Protocol):
-    name: str
-
-    def requests(self, setting: SettingSpec, key: str, chat=None) -> list[GenRequest]: ...
-
-    def samples(
-        self,
-        setting: SettingSpec,
-        requests: Sequence[GenRequest],
-        generations: Sequence[Generation],
-        eos_token: str | None,
-    ) -> tuple[SampleRecord, ...]: ...
-
-
 def worker_info(node_id: str = "") -> WorkerInfo:
     return WorkerInfo(hostname=socket.gethostname(), node_id=node_id, pid=os.getpid())
 
@@ -50,7 +33,7 @@ class EngineSession:
     def __init__(
         self,
         engine: EngineSpec,
-        benchmarks: dict[str, BenchmarkAdapter],
+        benchmarks: dict[str, Benchmark],
         node_id: str = "",
         backend: Backend | None = None,
     ):

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from storage.schema import SettingStatus  # noqa: F401  (the store owns the status vocabulary)
-
 
 class Dtype(StrEnum):
     FP32 = "fp32"
@@ -24,6 +22,22 @@ class Quant(StrEnum):
     NONE = "none"
     INT8 = "int8"  # bitsandbytes LLM.int8
     INT4 = "int4"  # bitsandbytes 4-bit; the quant type (fp4/nf4) is EngineSpec.bnb_4bit_quant_type
+
+
+# The precision axis: a label -> (dtype, quant); 8/4-bit load the non-quantised parts in fp16,
+# as the harness does.
+PRECISIONS: dict[str, tuple[Dtype, Quant]] = {
+    "bf16": (Dtype.BF16, Quant.NONE),
+    "fp16": (Dtype.FP16, Quant.NONE),
+    "fp32": (Dtype.FP32, Quant.NONE),
+    "int8": (Dtype.FP16, Quant.INT8),
+    "int4": (Dtype.FP16, Quant.INT4),
+}
+
+
+def precision_label(dtype: Dtype, quant: Quant) -> str:
+    """The precision axis value of an engine: the quantization if any, else the dtype."""
+    return quant.value if quant is not Quant.NONE else dtype.value
 
 
 class Bnb4bitType(StrEnum):
@@ -162,14 +176,6 @@ class SettingSpec:
     seed_policy: SeedPolicy = SeedPolicy.HARNESS
 
 
-@dataclass(frozen=True)
-class Skip:
-    """A grid cell that will not run, with the reason (stored and reported, never dropped)."""
-
-    setting: SettingSpec
-    reason: str
-
-
 # ---------------------------------------------------------------------------------------------
 # Generation requests and results
 
@@ -205,8 +211,10 @@ class Generation:
     task_id: str
     sample_index: int
     continuation: str  # raw model text after the prompt, before post-processing
-    n_prompt_tokens: int  # tokens of the prompt as tokenized (BOS included), before truncation
-    n_output_tokens: int
+    # Tokens of the prompt as tokenized (BOS included), before truncation, and of the output;
+    # None: not known (replayed continuations were not tokenized here).
+    n_prompt_tokens: int | None
+    n_output_tokens: int | None
     prompt_truncated: bool  # prompt >= the length limit: left-truncated, cannot be solved
     hit_length_limit: bool  # generation ended because the length limit was reached
     output_token_ids: tuple[int, ...] = ()
@@ -221,10 +229,10 @@ class EngineInfo:
 
     backend: BackendName
     backend_version: str
-    device: str
+    device: str | None  # None: no device ran a model (replayed or imported generations)
     effective_dtype: str
     model_revision: str
-    tokenizer_sha256: str  # hash of the tokenizer's files/vocabulary
+    tokenizer_sha256: str | None  # hash of the tokenizer's vocabulary; None: no tokenizer
     chat_template_sha256: str | None
     eos_token: str | None
     options: dict[str, str]  # effective backend options (JSON-native strings)
@@ -274,8 +282,8 @@ class SampleRecord:
     prompt: str
     continuation: str
     program: str  # the post-processed candidate (HumanEvalFix) or trimmed response (InfiBench)
-    n_prompt_tokens: int
-    n_output_tokens: int
+    n_prompt_tokens: int | None  # None: not known (see Generation)
+    n_output_tokens: int | None
     prompt_truncated: bool
     hit_length_limit: bool
     output_token_ids: tuple[int, ...] = ()
@@ -287,7 +295,7 @@ class SampleRecord:
 class WorkerInfo:
     hostname: str
     node_id: str  # Ray node id, "" outside Ray
-    pid: int
+    pid: int | None  # None: no worker process generated (imported generations)
 
 
 @dataclass(frozen=True)
@@ -296,8 +304,9 @@ class SettingGenerations:
     samples: tuple[SampleRecord, ...]
     engine_info: EngineInfo
     worker: WorkerInfo
-    generation_s: float
-    engine_load_s: float
+    # Seconds; None: not measured (imported generations: nothing was generated here).
+    generation_s: float | None
+    engine_load_s: float | None
     started_at: float = 0.0  # epoch seconds (worker clock): when this setting's generation began
     finished_at: float = 0.0
 

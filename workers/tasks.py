@@ -8,12 +8,12 @@ Thin wrappers: the work is in `workers/session.py` and the benchmark adapters. O
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 
 import ray
 
-from workers.session import BenchmarkAdapter, EngineSession
+from workers.benchmarks.base import Benchmark
+from workers.session import EngineSession
 from workers.spec import (
     EngineSpec,
     ExecutionRecord,
@@ -40,7 +40,7 @@ class EngineWorker:
         self.session: EngineSession | None = None
         self.load_error: Exception | None = None
 
-    def _session(self, benchmarks: Mapping[str, BenchmarkAdapter]) -> EngineSession:
+    def _session(self, benchmarks: Mapping[str, Benchmark]) -> EngineSession:
         # A load that failed fails every later call of the unit the same way, without
         # loading again (a model that does not fit would otherwise be tried per setting).
         if self.load_error is not None:
@@ -62,12 +62,9 @@ class EngineWorker:
     def run(
         self,
         items: Sequence[tuple[str, SettingSpec]],
-        benchmarks: Mapping[str, BenchmarkAdapter],
+        benchmarks: Mapping[str, Benchmark],
     ) -> list[SettingGenerations | SettingFailure]:
         return self._session(benchmarks).run(items)
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def close(self) -> None:
         if self.session is not None:
@@ -76,7 +73,7 @@ class EngineWorker:
 
 @ray.remote(num_cpus=1, max_retries=2)
 def execute_samples(
-    benchmark: BenchmarkAdapter,
+    benchmark: Benchmark,
     samples: Sequence[SampleRecord],
     limits: SandboxLimits,
     workers: int | None,

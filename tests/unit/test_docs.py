@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cli import EXTENSIONS, build_parser
+from orchestrator.cli.main import EXTENSIONS, build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -76,8 +76,8 @@ def test_importing_the_cli_loads_no_gpu_library():
     """Everything the driver runs (also as a Ray client on a laptop: docs/cluster.md) imports
     no GPU library; tests/integration/test_multinode.py runs a `ray://` driver without them."""
     code = (
-        "import sys, orchestrator.cli, orchestrator.dispatch, orchestrator.runner,"
-        " orchestrator.status, orchestrator.report, orchestrator.cli_report, orchestrator.planview,"
+        "import sys, orchestrator.cli, orchestrator.run.dispatch, orchestrator.run.runner,"
+        " orchestrator.report.status, orchestrator.report.build, orchestrator.cli.report, orchestrator.report.planview,"
         " storage.store, storage.index, ray.util.client;"
         "heavy = sorted(m for m in ('torch','transformers','vllm','bitsandbytes')"
         " if m in sys.modules);"

@@ -129,8 +129,8 @@ def test_the_mapping_loads_and_checks(tmp_path):
 
 
 def test_the_shipped_mapping_names_configured_models_and_literature_rows():
-    from orchestrator.config import available
-    from orchestrator.report import load_mapping
+    from orchestrator.report.build import load_mapping
+    from orchestrator.run.config import available
 
     mapping = load_mapping()
     assert set(mapping.models.values()) <= set(available("model"))

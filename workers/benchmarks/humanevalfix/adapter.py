@@ -3,9 +3,11 @@ sandbox jobs from candidates. Pure apart from the sandbox call in `execute`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from workers.benchmarks.base import ChatRenderer, ScoreSummary
 from workers.benchmarks.humanevalfix.data import Problem, ProblemSet
 from workers.benchmarks.humanevalfix.postprocess import (
     postprocess,
@@ -35,8 +37,6 @@ from workers.spec import (
     Variant,
 )
 
-ChatRenderer = Callable[[Sequence[dict[str, str]]], str]
-
 
 @dataclass(frozen=True)
 class HumanEvalFix:
@@ -44,6 +44,21 @@ class HumanEvalFix:
 
     problem_set: ProblemSet
     name: str = "humanevalfix"
+
+    @property
+    def data_sha256(self) -> str:
+        return self.problem_set.sha256
+
+    @property
+    def source(self) -> str:
+        return self.problem_set.source
+
+    def problem_ids(self) -> tuple[str, ...]:
+        return tuple(p.task_id for p in self.problem_set.problems)
+
+    def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary | None:
+        """None: the headline is the harness's pass@k over problems."""
+        return None
 
     def problems(self, limit: int | None) -> tuple[Problem, ...]:
         return self.problem_set.problems[:limit] if limit else self.problem_set.problems

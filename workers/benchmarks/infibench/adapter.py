@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workers.benchmarks.base import ChatRenderer, ScoreSummary
 from workers.benchmarks.infibench.aggregate import aggregate
 from workers.benchmarks.infibench.grade import ResponseInput, score_responses
 from workers.benchmarks.infibench.prompts import (
@@ -41,9 +42,6 @@ from workers.spec import (
 TEMPLATES = ("chat", "default")
 TEN_NEWLINES = "\n" * 10  # the official HF stopping hook's blank-run rule
 
-ChatRenderer = Callable[[Sequence[dict[str, str]]], str]
-
-
 class UnknownInfiBenchTemplate(ValueError):
     pass
 
@@ -52,6 +50,17 @@ class UnknownInfiBenchTemplate(ValueError):
 class InfiBench:
     suite: Suite
     name: str = "infibench"
+
+    @property
+    def data_sha256(self) -> str:
+        return self.suite.sha256
+
+    @property
+    def source(self) -> str:
+        return self.suite.source
+
+    def problem_ids(self) -> tuple[str, ...]:
+        return tuple(c.case_path for c in self.suite.cases)
 
     def cases(self, limit: int | None) -> tuple[Case, ...]:
         return self.suite.cases[:limit] if limit else self.suite.cases
@@ -100,7 +109,7 @@ class InfiBench:
         scores = score_responses(self.suite, rows, workers=workers or 2)
         return [execution_record(score, full[score.case_path]) for score in scores]
 
-    def summarize(self, executions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary:
         """best@10 (official avg_max_10) and breakdowns from stored execution rows, over the
         questions the setting covered (all of them unless `benchmark.limit` was set)."""
         covered = {row["task_id"] for row in executions}
@@ -108,13 +117,13 @@ class InfiBench:
             self.suite, cases=tuple(c for c in self.suite.cases if c.case_path in covered)
         )
         result = aggregate(suite, [response_score(row) for row in executions])
-        return {
-            "metric": "best@10",
-            "value": result.overall.pct / 100,
-            "value_std": result.overall.std_pct / 100,
-            "n_problems": len(suite.cases),
-            "n_unscorable": len(result.unscorable_cases),
-            "details": json.dumps({
+        return ScoreSummary(
+            metric="best@10",
+            value=result.overall.pct / 100,
+            value_std=result.overall.std_pct / 100,
+            n_problems=len(suite.cases),
+            n_unscorable=len(result.unscorable_cases),
+            details_json=json.dumps({
                 "scorable_pct": result.scorable.pct,
                 "scorable_std_pct": result.scorable.std_pct,
                 "n_groups": result.n_groups,
@@ -126,7 +135,7 @@ class InfiBench:
                 "error_cases": list(result.error_cases),
                 "cases_without_responses": list(result.cases_without_responses),
             }, sort_keys=True),
-        }  # fmt: skip
+        )  # fmt: skip
 
 
 def execution_record(score: ResponseScore, full_score: float) -> ExecutionRecord:

@@ -1,0 +1,145 @@
+"""Agreement between settings that differ only in the backend, and the flip rate of
+re-generation. Pure functions of rows (no store, no I/O).
+
+The match, precisely: two complete settings are paired when their keyed fields
+(`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
+the engine's backend and its backend-only options (`backend`, `vllm_batch_invariant`), and
+their backends differ. So model and revision, dtype and quantization, benchmark, variant, data
+hash, problem limit, template, decoding parameters (temperature, top_p, top_k; not the
+decoding's name), max_length and its semantics and n_samples must be equal, and for sampled
+settings also seed and seed policy (greedy settings ignore them, as the key does). Samples are
+compared on (task_id, sample_index).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workers.keys import canonical_json
+
+BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant")
+BACKEND_ORDER = ("hf", "vllm")  # the first of a pair is the reference (the harness's backend)
+MAX_LISTED = 20  # differing task ids listed per pair
+
+
+def match_key(setting_json: str) -> str:
+    """The keyed fields of a setting minus its backend (see the module docstring)."""
+    fields = json.loads(setting_json)
+    engine = dict(fields.get("engine", {}))
+    for name in BACKEND_ONLY_ENGINE_FIELDS:
+        engine.pop(name, None)
+    return canonical_json({**fields, "engine": engine})
+
+
+def _backend_rank(backend: str) -> tuple[int, str]:
+    return (BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER),
+            backend)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Pair:
+    match: str  # match_key of both
+    a: Mapping[str, Any]  # settings row of the reference backend (hf when present)
+    b: Mapping[str, Any]
+
+
+def pair_settings(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], int]:
+    """Every pair of rows with the same match key and different backends (reference backend
+    first), and how many rows had no partner."""
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[match_key(row["setting_json"])].append(row)
+    pairs, unpaired = [], 0
+    for match, members in groups.items():
+        members = sorted(members, key=lambda r: (_backend_rank(r["backend"]), r["setting_key"]))
+        found = False
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                if a["backend"] != b["backend"]:
+                    pairs.append(Pair(match, a, b))
+                    found = True
+        if not found:
+            unpaired += len(members)
+    return pairs, unpaired
+
+
+SampleKey = tuple[str, int]
+
+
+def pass_at_1(passed: Mapping[SampleKey, bool]) -> float | None:
+    """Mean over problems of the fraction of its samples that passed (pass@1's estimator)."""
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for (task, _), ok in passed.items():
+        by_task[task].append(bool(ok))
+    if not by_task:
+        return None
+    return sum(sum(v) / len(v) for v in by_task.values()) / len(by_task)
+
+
+def agreement(
+    programs_a: Mapping[SampleKey, str],
+    passed_a: Mapping[SampleKey, bool],
+    programs_b: Mapping[SampleKey, str],
+    passed_b: Mapping[SampleKey, bool],
+) -> dict[str, Any]:
+    """Agreement of two settings over the samples both have (programs and outcomes)."""
+    common = sorted(set(programs_a) & set(programs_b) & set(passed_a) & set(passed_b))
+    if not common:
+        return {"n_samples": 0, "identical_programs": None, "same_outcome": None,
+                "pass_at_1_a": None, "pass_at_1_b": None, "pass_at_1_diff": None,
+                "differing_tasks": []}  # fmt: skip
+    same_program = [k for k in common if programs_a[k] == programs_b[k]]
+    same_outcome = [k for k in common if bool(passed_a[k]) == bool(passed_b[k])]
+    pa = pass_at_1({k: passed_a[k] for k in common})
+    pb = pass_at_1({k: passed_b[k] for k in common})
+    differing = sorted({k[0] for k in common if programs_a[k] != programs_b[k]})
+    return {
+        "n_samples": len(common),
+        "identical_programs": len(same_program) / len(common),
+        "same_outcome": len(same_outcome) / len(common),
+        "pass_at_1_a": pa,
+        "pass_at_1_b": pb,
+        "pass_at_1_diff": None if pa is None or pb is None else pb - pa,
+        "n_differing_programs": len(common) - len(same_program),
+        "differing_tasks": differing[:MAX_LISTED],
+    }
+
+
+def flips(stored: Mapping[SampleKey, Mapping[str, Any]],
+          fresh: Mapping[SampleKey, Mapping[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    """How many re-generated samples differ from the stored ones: program (the flip rate),
+    raw continuation, output token ids."""
+    common = sorted(set(stored) & set(fresh))
+    changed = {
+        field: [k for k in common if stored[k][field] != fresh[k][field]]
+        for field in ("program", "continuation", "output_token_ids")
+    }
+    n = len(common)
+    return {
+        "n_samples": n,
+        "n_flipped": len(changed["program"]),
+        "flip_rate": len(changed["program"]) / n if n else None,
+        "n_continuation_changed": len(changed["continuation"]),
+        "n_tokens_changed": len(changed["output_token_ids"]),
+        "flipped_tasks": sorted({k[0] for k in changed["program"]})[:MAX_LISTED],
+    }
+
+
+def per_backend(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Flip counts summed per backend."""
+    totals: dict[str, dict[str, Any]] = {}
+    for r in results:
+        t = totals.setdefault(r["backend"], {"n_settings": 0, "n_samples": 0, "n_flipped": 0})
+        t["n_settings"] += 1
+        t["n_samples"] += r["n_samples"]
+        t["n_flipped"] += r["n_flipped"]
+    for t in totals.values():
+        t["flip_rate"] = t["n_flipped"] / t["n_samples"] if t["n_samples"] else None
+    return totals
+
+
+# -- reading the store -------------------------------------------------------------------------

@@ -1,0 +1,7 @@
+"""`python -m orchestrator.cli ...` is `reprogrid ...`."""
+
+import sys
+
+from orchestrator.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""Subcommands comparing backends: `compare-backends` and `repeat-check` (docs/vllm.md).
+
+Registered into `reprogrid` by orchestrator/cli.py (`register(subparsers)` and `COMMANDS`). The
+logic is in orchestrator/compare.py; `repeat-check` loads a backend in this process, imported
+inside the command only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+DEFAULT_STORE = "results"
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def register(sub) -> None:
+    """Add `compare-backends` and `repeat-check` to the subparsers."""
+    p = sub.add_parser(
+        "compare-backends",
+        help="agreement of settings that differ only in the backend (hf vs vllm): identical "
+        "programs, same pass/fail, pass@1 difference",
+        description="Pair the store's complete settings whose keyed fields are equal except "
+        "for the backend, and compare their samples (docs/vllm.md).",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+    p = sub.add_parser(
+        "repeat-check",
+        help="re-generate the first N problems of finished settings and report the flip rate "
+        "(share of changed programs) per backend; writes nothing to the store",
+        description="Determinism check: re-generate through the setting's own backend, in this "
+        "process, and compare with the stored samples (docs/vllm.md).",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument(
+        "--setting", action="append", required=True, metavar="KEY",
+        help="a setting key or a unique prefix of one; repeat for several settings",
+    )  # fmt: skip
+    p.add_argument("-n", type=int, default=20, metavar="N", help="first N problems (default 20)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="the overrides of the run that produced the settings (default: read from the "
+        "store's runs table)",
+    )  # fmt: skip
+
+
+def cmd_compare_backends(args) -> int:
+    from orchestrator.tools.repeat_check import compare_backends, render_comparison
+    from storage.store import Store
+
+    data = compare_backends(Store(args.store))
+    _out(json.dumps(data, indent=2) if args.json else render_comparison(data))
+    return 0
+
+
+def cmd_repeat_check(args) -> int:
+    from orchestrator.tools.repeat_check import render_repeat_check, repeat_check
+    from storage.store import Store
+
+    data = repeat_check(Store(args.store), args.setting, args.n, overrides=args.overrides or None)
+    _out(json.dumps(data, indent=2) if args.json else render_repeat_check(data))
+    return 0
+
+
+COMMANDS = {"compare-backends": cmd_compare_backends, "repeat-check": cmd_repeat_check}

@@ -1,0 +1,192 @@
+"""Subcommands for reading a store: `report`, `export-generations`, `import-generations`.
+
+Registered into `reprogrid` by orchestrator/cli.py (`register(subparsers)` and `COMMANDS`).
+Options are documented in docs/report.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+DEFAULT_STORE = "results"
+logger = logging.getLogger(__name__)
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def register(sub) -> None:
+    """Add `report`, `export-generations` and `import-generations` to the subparsers."""
+    _register_report(sub)
+    _register_export(sub)
+    _register_import(sub)
+
+
+def _register_report(sub) -> None:
+    from orchestrator.report.render import FORMATS
+
+    p = sub.add_parser(
+        "report",
+        help="tables, literature comparison, effects and plots for a store (md/csv/tex/html/json)",
+        description="Join a store's scores with the literature values and write the report.",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument("--out", default=None, help="output folder (default: <store>/report)")
+    p.add_argument(
+        "--format", default=",".join(FORMATS), metavar="FORMATS",
+        help=f"comma list of {', '.join(FORMATS)} (default: all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--literature", default=None, metavar="CSV",
+        help="literature CSV with the shipped file's columns (default: the shipped "
+        "HumanEvalFix-Python values)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mapping", default=None, metavar="YAML",
+        help="literature-name -> model-name mapping (default: the shipped "
+        "storage/data/humanevalfix-mapping.yaml)",
+    )  # fmt: skip
+    p.add_argument(
+        "--baseline", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        help="change the effects baseline (default template=own decoding=greedy max_length=2048 "
+        "precision=bf16); axes: template, decoding, max_length, precision, backend; "
+        "KEY=* frees one",
+    )  # fmt: skip
+    p.add_argument(
+        "--resamples", type=int, default=None, help="bootstrap resamples (default 10000)"
+    )
+    p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
+
+
+def _register_export(sub) -> None:
+    p = sub.add_parser(
+        "export-generations",
+        help="write a stored setting's programs as a BigCode harness generations.json",
+    )
+    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    p.add_argument(
+        "--setting", required=True, metavar="KEY", help="setting key (or a unique prefix)"
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSON file to write")
+
+
+def _register_import(sub) -> None:
+    p = sub.add_parser(
+        "import-generations",
+        help="score a BigCode harness generations.json and store it as a setting (backend replay)",
+    )
+    p.add_argument(
+        "inputs", nargs="+", metavar="FILE [KEY=VALUE ...]",
+        help="the harness's generations JSON, then optional Hydra overrides (put overrides "
+        "right after FILE, or after --setting)",
+    )  # fmt: skip
+    p.add_argument("--model", required=True, help="model config name (sweeps/model/<name>.yaml)")
+    p.add_argument(
+        "--setting", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        help="the setting the file was generated with, as overrides (template=instruct "
+        "decoding=t0.2 max_length=512 precision=bf16 ...)",
+    )  # fmt: skip
+    p.add_argument("--store", default=None, help="store folder or URI (default: config `store`)")
+    p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another writer of the store")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+
+def _default_out(store: str) -> str:
+    if "://" in store:
+        return "report"  # object stores: the report goes to the working folder
+    return f"{store.rstrip('/')}/report"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from orchestrator.analysis.effects import parse_baseline
+    from orchestrator.report.build import ReportOptions, build_report
+    from orchestrator.report.render import parse_formats, write_report
+
+    formats = parse_formats(args.format)
+    if "://" not in args.store and not Path(args.store).is_dir():
+        raise FileNotFoundError(f"store {args.store} does not exist (pass --store DIR)")
+    defaults = ReportOptions()
+    options = ReportOptions(
+        own_template_of=own_template_from_config,
+        literature_path=args.literature,
+        mapping_path=args.mapping,
+        baseline=parse_baseline(args.baseline),
+        n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
+        confidence=args.confidence if args.confidence is not None else defaults.confidence,
+        seed=args.seed if args.seed is not None else defaults.seed,
+    )
+    data = build_report(args.store, options)
+    paths = write_report(data, args.out or _default_out(args.store), formats)
+    for note in data.notes:
+        _out(f"note: {note}")
+    literature = data.table("literature")
+    if not literature.empty:
+        counts = literature["status"].value_counts().to_dict()
+        _out("literature: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for path in paths:
+        _out(str(path))
+    return 0
+
+
+def own_template_from_config(model_name: str) -> str | None:
+    """The own template of a configured model (sweeps/model/<name>.yaml); None if unknown."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.run.config import available, compose_config
+
+    if model_name not in available("model"):
+        return None
+    try:
+        return str(compose_config([f"model={model_name}"]).model.own_template)
+    except ConfigError as e:
+        logger.warning("model config %s unreadable (%s): template kind by name", model_name, e)
+        return None
+
+
+def cmd_export_generations(args: argparse.Namespace) -> int:
+    from orchestrator.tools.harness_io import (
+        export_entries,
+        resolve_setting_key,
+        write_generations_json,
+    )
+    from storage.store import Store
+
+    store = Store(args.store)
+    key = resolve_setting_key(store, args.setting)
+    entries = export_entries(store, key)
+    path = write_generations_json(entries, args.out)
+    _out(f"{path}: {len(entries)} problems x {len(entries[0])} samples (setting {key[:12]})")
+    return 0
+
+
+def cmd_import_generations(args: argparse.Namespace) -> int:
+    from orchestrator.tools.harness_io import import_generations
+
+    file, *extra = args.inputs
+    overrides = [*extra, *args.setting]
+    if args.store:
+        overrides.append(f"store={args.store}")
+    outcome = import_generations(file, args.model, overrides, wait_lock_s=args.wait_lock)
+    if args.json:
+        _out(json.dumps(outcome.__dict__, indent=2))
+    else:
+        score = "-" if outcome.pass_at_1 is None else f"{100 * outcome.pass_at_1:.2f}"
+        _out(
+            f"setting {outcome.setting_key} (backend replay): pass@1 {score} "
+            f"({outcome.n_passed} passing samples, {outcome.n_problems} problems x "
+            f"{outcome.n_samples}); store {outcome.store}"
+        )
+    return 0
+
+
+COMMANDS = {
+    "report": cmd_report,
+    "export-generations": cmd_export_generations,
+    "import-generations": cmd_import_generations,
+}

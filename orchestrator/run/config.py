@@ -1,0 +1,402 @@
+"""Hydra config -> typed, frozen specs. The only place that reads environment variables and the
+only place that sees a `DictConfig`.
+
+Overrides use Hydra's syntax. A comma list (`template=own,instruct`, `grid.precision=bf16,fp16`)
+is a sweep: it becomes a grid axis instead of a value. `model=a,b` sweeps models.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from orchestrator.errors import ConfigError
+from workers.benchmarks.base import BenchmarkDefinition, BenchmarkSource
+from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
+from workers.spec import (
+    PRECISIONS,
+    BackendName,
+    Bnb4bitType,
+    DecodingSpec,
+    Dtype,
+    HfOptions,
+    LengthSemantics,
+    ModelSpec,
+    Quant,
+    SandboxLimits,
+    SeedPolicy,
+    Tuning,
+    VllmOptions,
+)
+
+ENV_DATA_DIR = "REPROGRID_DATA_DIR"
+ENV_CACHE_DIR = "REPROGRID_CACHE_DIR"
+ENV_SWEEPS_DIR = "REPROGRID_SWEEPS_DIR"
+ENV_RAY_ADDRESS = "RAY_ADDRESS"
+
+# Axes a grid may sweep, and the top-level key each one sets.
+GRID_AXES = (
+    "model", "template", "decoding", "max_length", "precision", "dtype", "quant", "backend",
+    "variant", "n_samples", "seed", "seed_policy", "length_semantics", "bnb_4bit_quant_type",
+    "samples_per_call",
+)  # fmt: skip
+BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
+
+
+def choice_error(what: str, value: Any, choices: Sequence[str]) -> ConfigError:
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+    hint = f" Did you mean: {close[0]}?" if close else ""
+    return ConfigError(f"Unknown {what} {value!r}.{hint} Valid: {', '.join(map(str, choices))}")
+
+
+def parse_choice(enum_type, what: str, value: Any):
+    try:
+        return enum_type(str(value))
+    except ValueError:
+        raise choice_error(what, value, [e.value for e in enum_type]) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The typed result
+
+
+@dataclass(frozen=True)
+class BenchmarkConf:
+    name: str  # a registry name (workers/benchmarks/registry.py)
+    variant: str
+    source: str  # "local" | "hub" | a path
+    hub_revision: str
+    limit: int | None  # first N problems only (None: all)
+    data_dir: str | None
+
+    def source_spec(self, cache_dir: str | None) -> BenchmarkSource:
+        """What the benchmark's loader needs (the workers' view of this config)."""
+        return BenchmarkSource(
+            self.name, self.variant, self.source, self.hub_revision, self.data_dir, cache_dir
+        )
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    address: str | None  # None: a private local Ray instance
+    num_cpus: int | None
+    num_gpus: int | None
+    engine_cpus: float
+    exec_cpus: float
+    max_retries: int
+    exec_max_retries: int
+    setting_timeout_s: float | None
+    cpu_if_no_gpus: bool
+    max_pending_exec: int
+
+
+@dataclass(frozen=True)
+class CellDefaults:
+    """The top-level setting values; grid axes override them cell by cell (raw, validated)."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    store: str
+    models: tuple[ModelSpec, ...]
+    benchmark: BenchmarkConf
+    defaults: CellDefaults
+    axes: tuple[tuple[str, tuple[Any, ...]], ...]  # ordered: the grid's product order
+    decodings: tuple[tuple[str, DecodingSpec], ...]
+    hf: HfOptions
+    vllm: VllmOptions
+    limits: SandboxLimits
+    exec_workers: int | None
+    cluster: ClusterSpec
+    replay_path: str | None
+    cache_dir: str
+    overrides: tuple[str, ...] = field(default=())
+
+    def decoding_map(self) -> dict[str, DecodingSpec]:
+        return dict(self.decodings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating and composing
+
+
+def sweeps_dir() -> Path:
+    configured = os.environ.get(ENV_SWEEPS_DIR)
+    if configured:
+        return Path(configured).resolve()
+    # sweeps/ sits next to the orchestrator package (editable install or source checkout).
+    here = Path(__file__).resolve().parents[2] / "sweeps"
+    if (here / "config.yaml").is_file():
+        return here
+    import importlib.util
+
+    spec = importlib.util.find_spec("sweeps")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    raise ConfigError(f"sweeps/ config folder not found; set {ENV_SWEEPS_DIR}")
+
+
+def default_cache_dir() -> str:
+    return os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "reprogrid")
+
+
+def split_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Plain overrides (for compose) and sweeps {axis: [values]} (comma lists, grid.<axis>=)."""
+    parser = OverridesParser.create()
+    try:
+        parsed = parser.parse_overrides(list(overrides))
+    except HydraException as e:
+        raise ConfigError(f"bad override syntax: {e}") from e
+    plain, sweeps = [], {}
+    for text, override in zip(overrides, parsed, strict=True):
+        key = override.key_or_group
+        axis = key.removeprefix("grid.") if key.startswith("grid.") else None
+        if override.is_sweep_override() or axis is not None:
+            name = axis or key
+            if name not in GRID_AXES:
+                raise choice_error("grid axis", name, GRID_AXES)
+            values = (
+                [str(v) for v in override.sweep_string_iterator()]
+                if override.is_sweep_override()
+                else [str(override.value())]
+            )
+            sweeps[name] = values
+        else:
+            plain.append(text)
+    return plain, sweeps
+
+
+def compose_config(overrides: Sequence[str]) -> DictConfig:
+    GlobalHydra.instance().clear()
+    cache = default_cache_dir()
+    data = os.environ.get(ENV_DATA_DIR)
+    env_overrides = [f"paths.cache_dir={cache}"]
+    if data:
+        env_overrides.append(f"paths.data_dir={data}")
+    try:
+        with initialize_config_dir(config_dir=str(sweeps_dir()), version_base="1.3"):
+            return compose("config", overrides=env_overrides + list(overrides))
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(str(e).strip()) from e
+
+
+def available(group: str) -> list[str]:
+    return sorted(p.stem for p in (sweeps_dir() / group).glob("*.yaml"))
+
+
+# ---------------------------------------------------------------------------------------------
+# DictConfig -> specs
+
+
+def model_spec(node: Mapping[str, Any]) -> ModelSpec:
+    try:
+        return ModelSpec(
+            name=str(node["name"]),
+            repo_id=str(node["repo_id"]),
+            revision=str(node["revision"]),
+            family=str(node["family"]),
+            size_b=float(node["size_b"]),
+            tuning=parse_choice(Tuning, "tuning", node["tuning"]),
+            own_template=str(node["own_template"]),
+            num_gpus=int(node.get("num_gpus", 1)),
+            trust_remote_code=bool(node.get("trust_remote_code", False)),
+            builder=node.get("builder"),
+        )
+    except KeyError as e:
+        raise ConfigError(f"model config {node.get('name', '?')!r} lacks field {e}") from e
+
+
+def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
+    if name in presets:
+        node = presets[name]
+        return DecodingSpec(
+            name=name,
+            do_sample=bool(node["do_sample"]),
+            temperature=float(node.get("temperature", 1.0)),
+            top_p=float(node.get("top_p", 1.0)),
+            top_k=int(node.get("top_k", 0)),
+        )
+    if name.startswith("t"):
+        try:
+            temperature = float(name[1:])
+        except ValueError:
+            temperature = -1.0
+        if temperature > 0:  # t<T>: harness sampling at temperature T
+            return DecodingSpec(name, True, temperature, 0.95, 0)
+    raise choice_error("decoding", name, [*presets, "t<temperature>"])
+
+
+def benchmark_definition(name: str) -> BenchmarkDefinition:
+    try:
+        return get_benchmark(name)
+    except UnknownBenchmark as e:
+        raise ConfigError(str(e)) from None
+
+
+def validate_cell_value(
+    name: str, value: Any, presets: Mapping[str, Any], benchmark: BenchmarkDefinition
+) -> Any:
+    """Check one setting value (top-level or axis) and return it normalised."""
+    if name == "template":
+        if str(value) not in benchmark.templates:
+            error = choice_error("template", value, benchmark.templates)
+            note = benchmark.template_note(str(value))
+            raise ConfigError(f"{note} {error}") if note else error
+        return str(value)
+    if name == "variant":
+        if str(value) not in benchmark.variants:
+            raise choice_error(f"{benchmark.name} variant", value, benchmark.variants)
+        return str(value)
+    if name == "decoding":
+        decoding_spec(str(value), presets)
+        return str(value)
+    if name in ("max_length", "n_samples", "seed", "samples_per_call"):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        if name != "seed" and number < 1:
+            raise ConfigError(f"{name} must be >= 1, got {number}")
+        return number
+    if name == "precision":
+        if value is None:
+            return None
+        if str(value) not in PRECISIONS:
+            raise choice_error("precision", value, list(PRECISIONS))
+        return str(value)
+    enums = {
+        "dtype": Dtype, "quant": Quant, "seed_policy": SeedPolicy,
+        "length_semantics": LengthSemantics, "bnb_4bit_quant_type": Bnb4bitType,
+    }  # fmt: skip
+    if name in enums:
+        return parse_choice(enums[name], name, value).value
+    if name == "backend":
+        if str(value) not in BACKEND_CHOICES:
+            raise choice_error("backend", value, BACKEND_CHOICES)
+        return str(value)
+    raise choice_error("setting field", name, GRID_AXES)
+
+
+CELL_FIELDS = (
+    "template", "decoding", "max_length", "length_semantics", "precision", "dtype", "quant",
+    "bnb_4bit_quant_type", "backend", "n_samples", "samples_per_call", "seed", "seed_policy",
+)  # fmt: skip
+
+
+def load_run_config(overrides: Sequence[str]) -> RunConfig:
+    """Parse overrides (sweeps become axes), compose, validate, and freeze."""
+    plain, sweeps = split_overrides(overrides)
+    model_names = sweeps.pop("model", None)
+    cfg = compose_config(plain)
+    definition = benchmark_definition(str(cfg.benchmark.name))
+    presets = OmegaConf.to_container(cfg.decodings, resolve=True)
+    grid_models, axes_raw = _grid_axes(cfg, sweeps)
+    axes = tuple(
+        (name, tuple(validate_cell_value(name, v, presets, definition) for v in values))
+        for name, values in axes_raw.items()
+    )
+    defaults = {name: validate_cell_value(name, cfg[name], presets, definition)
+                for name in CELL_FIELDS}  # fmt: skip
+    defaults["variant"] = validate_cell_value("variant", cfg.benchmark.variant, presets, definition)
+    decodings = {str(v) for name, vs in axes if name == "decoding" for v in vs}
+    decodings.add(defaults["decoding"])
+    return RunConfig(
+        store=str(cfg.store),
+        models=_models(cfg, plain, model_names or grid_models),
+        benchmark=_benchmark_conf(cfg),
+        defaults=CellDefaults(tuple(sorted(defaults.items()))),
+        axes=axes,
+        decodings=tuple(sorted((d, decoding_spec(d, presets)) for d in decodings)),
+        hf=HfOptions(device=str(cfg.hf.device)),
+        vllm=_vllm_options(cfg.vllm),
+        limits=SandboxLimits(
+            timeout_s=float(cfg.execution.timeout_s),
+            memory_mb=int(cfg.execution.memory_mb),
+            max_processes=int(cfg.execution.max_processes),
+        ),
+        exec_workers=cfg.execution.workers,
+        cluster=_cluster_spec(cfg.cluster),
+        replay_path=cfg.replay_path,
+        cache_dir=str(cfg.paths.cache_dir),
+        overrides=tuple(overrides),
+    )
+
+
+def _grid_axes(cfg: DictConfig, sweeps: dict[str, list[str]]):
+    """(models named by the grid config, {axis: raw values}); command-line sweeps override or
+    add axes."""
+    grid = OmegaConf.to_container(cfg.grid, resolve=True) or {}
+    if not isinstance(grid, dict):
+        raise ConfigError("a grid config must be a mapping of axis -> list of values")
+    grid_models = grid.pop("model", None)
+    axes_raw: dict[str, list[Any]] = {}
+    for name, values in grid.items():
+        if name not in GRID_AXES:
+            raise choice_error("grid axis", name, GRID_AXES)
+        axes_raw[str(name)] = list(values) if isinstance(values, list) else [values]
+    axes_raw.update(sweeps)
+    return ([str(m) for m in grid_models] if grid_models else None), axes_raw
+
+
+def _models(cfg: DictConfig, plain: Sequence[str], names: Sequence[str] | None):
+    if not names:
+        return (model_spec(cfg.model),)
+    known = available("model")
+    for name in names:
+        if name not in known:
+            raise choice_error("model", name, known)
+    return tuple(model_spec(compose_config([*plain, f"model={n}"]).model) for n in names)
+
+
+def _benchmark_conf(cfg: DictConfig) -> BenchmarkConf:
+    bench = cfg.benchmark
+    return BenchmarkConf(
+        name=str(bench.name),
+        variant=str(bench.variant),
+        source=str(bench.source),
+        hub_revision=str(bench.hub_revision),
+        limit=int(bench.limit) if bench.limit is not None else None,
+        data_dir=cfg.paths.data_dir,
+    )
+
+
+def _vllm_options(node: DictConfig) -> VllmOptions:
+    return VllmOptions(
+        max_model_len=node.max_model_len,
+        gpu_memory_utilization=float(node.gpu_memory_utilization),
+        cpu_kv_cache_gib=float(node.cpu_kv_cache_gib),
+        tensor_parallel_size=node.tensor_parallel_size,
+        enforce_eager=bool(node.enforce_eager),
+        batch_invariant=bool(node.batch_invariant),
+    )
+
+
+def _cluster_spec(node: DictConfig) -> ClusterSpec:
+    return ClusterSpec(
+        address=node.address or os.environ.get(ENV_RAY_ADDRESS) or None,
+        num_cpus=node.num_cpus,
+        num_gpus=node.num_gpus,
+        engine_cpus=float(node.engine_cpus),
+        exec_cpus=float(node.exec_cpus),
+        max_retries=int(node.max_retries),
+        exec_max_retries=int(node.exec_max_retries),
+        setting_timeout_s=node.setting_timeout_s,
+        cpu_if_no_gpus=bool(node.cpu_if_no_gpus),
+        max_pending_exec=int(node.max_pending_exec),
+    )

@@ -1,0 +1,238 @@
+"""Specs and worker results -> store rows (plain dicts in the store's schema). Pure."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.analysis.metrics import pass_at_k
+from storage.schema import SettingStatus
+from workers.benchmarks.base import ScoreSummary
+from workers.keys import canonical_json, engine_key, setting_fields
+from workers.spec import (
+    ExecutionRecord,
+    Outcome,
+    SampleRecord,
+    SettingGenerations,
+    SettingSpec,
+    precision_label,
+)
+
+
+def setting_row(
+    key: str,
+    setting: SettingSpec,
+    status: SettingStatus,
+    *,
+    now: datetime,
+    run_id: str,
+    reason: str | None = None,
+    error_type: str | None = None,
+    attempts: int = 0,
+    provenance: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    engine, model, decoding = setting.engine, setting.engine.model, setting.decoding
+    row: dict[str, Any] = {
+        "setting_key": key,
+        "engine_key": engine_key(engine),
+        "status": status.value,
+        "status_reason": reason,
+        "error_type": error_type,
+        "attempts": attempts,
+        "run_id": run_id,
+        "updated_at": now,
+        "model_name": model.name,
+        "model_repo_id": model.repo_id,
+        "model_revision": model.revision,
+        "model_family": model.family,
+        "model_size_b": model.size_b,
+        "model_tuning": model.tuning.value,
+        "backend": engine.backend.value,
+        "dtype": engine.dtype.value,
+        "quant": engine.quant.value,
+        "bnb_4bit_quant_type": engine.bnb_4bit_quant_type.value,
+        "precision": precision_label(engine.dtype, engine.quant),
+        "benchmark": setting.benchmark.name,
+        "variant": setting.benchmark.variant,
+        "data_sha256": setting.benchmark.data_sha256,
+        "limit": setting.benchmark.limit,
+        "template": setting.template,
+        "decoding": decoding.name,
+        "do_sample": decoding.do_sample,
+        "temperature": decoding.temperature if decoding.do_sample else 0.0,
+        "top_p": decoding.top_p,
+        "top_k": decoding.top_k,
+        "max_length": setting.max_length,
+        "length_semantics": setting.length_semantics.value,
+        "n_samples": setting.n_samples,
+        "samples_per_call": setting.samples_per_call,
+        "seed": setting.seed,
+        "seed_policy": setting.seed_policy.value,
+        "setting_json": canonical_json(setting_fields(setting)),
+    }
+    row.update(provenance or {})
+    return row
+
+
+def provenance_of(result: SettingGenerations, library_versions: str) -> dict[str, Any]:
+    info = result.engine_info
+    return {
+        "hostname": result.worker.hostname,
+        "node_id": result.worker.node_id,
+        "device": info.device,
+        "backend_version": info.backend_version,
+        "effective_dtype": info.effective_dtype,
+        "tokenizer_sha256": info.tokenizer_sha256,
+        "chat_template_sha256": info.chat_template_sha256,
+        "engine_options_json": canonical_json(dict(info.options)),
+        "library_versions_json": library_versions,
+        "generation_s": result.generation_s,
+        "generation_started_at": datetime.fromtimestamp(result.started_at, tz=UTC),
+        "generation_finished_at": datetime.fromtimestamp(result.finished_at, tz=UTC),
+        "engine_load_s": result.engine_load_s,
+        "n_generated_tokens": output_tokens(result.samples),
+    }
+
+
+def output_tokens(samples: Sequence[SampleRecord]) -> int | None:
+    """Output tokens of the samples; None when any count is unknown (replayed text)."""
+    counts = [s.n_output_tokens for s in samples]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+def generation_rows(key: str, samples: Sequence[SampleRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "setting_key": key,
+            "task_id": s.task_id,
+            "sample_index": s.sample_index,
+            "prompt": s.prompt,
+            "continuation": s.continuation,
+            "program": s.program,
+            "n_prompt_tokens": s.n_prompt_tokens,
+            "n_output_tokens": s.n_output_tokens,
+            "prompt_truncated": s.prompt_truncated,
+            "hit_length_limit": s.hit_length_limit,
+            "output_token_ids": list(s.output_token_ids),
+            "decode_mismatch": s.decode_mismatch,
+            "seed": s.seed,
+        }
+        for s in samples
+    ]
+
+
+def samples_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[SampleRecord]:
+    """Stored generations back into records (re-execution without re-generation)."""
+    return [
+        SampleRecord(
+            task_id=r["task_id"],
+            sample_index=r["sample_index"],
+            prompt=r["prompt"],
+            continuation=r["continuation"],
+            program=r["program"],
+            n_prompt_tokens=r["n_prompt_tokens"],
+            n_output_tokens=r["n_output_tokens"],
+            prompt_truncated=r["prompt_truncated"],
+            hit_length_limit=r["hit_length_limit"],
+            output_token_ids=tuple(r["output_token_ids"] or ()),
+            seed=r["seed"],
+            decode_mismatch=bool(r["decode_mismatch"]),
+        )
+        for r in rows
+    ]
+
+
+def execution_rows(key: str, records: Sequence[ExecutionRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "setting_key": key,
+            "task_id": r.task_id,
+            "sample_index": r.sample_index,
+            "outcome": r.outcome.value,
+            "passed": r.outcome is Outcome.PASSED,
+            "score": r.score,
+            "error_type": r.error_type,
+            "error_message": r.error_message,
+            "duration_s": r.duration_s,
+            "details": r.details,
+        }
+        for r in records
+    ]
+
+
+def score_row(
+    key: str,
+    setting: SettingSpec,
+    generations: Sequence[Mapping[str, Any]],
+    executions: Sequence[Mapping[str, Any]],
+    summary: ScoreSummary | None = None,
+) -> dict[str, Any]:
+    """pass@k over problems (every problem counted, including those with no passing sample).
+    `summary` (a benchmark's own headline) replaces the pass@1 headline, e.g. InfiBench's
+    best@10; its details are merged into the row's `details`."""
+    n_by_task: dict[str, int] = defaultdict(int)
+    c_by_task: dict[str, int] = defaultdict(int)
+    for row in executions:
+        n_by_task[row["task_id"]] += 1
+        c_by_task[row["task_id"]] += int(bool(row["passed"]))
+    tasks = sorted(n_by_task)
+    scores = pass_at_k([n_by_task[t] for t in tasks], [c_by_task[t] for t in tasks])
+    engine, decoding = setting.engine, setting.decoding
+    row = {
+        "setting_key": key,
+        "benchmark": setting.benchmark.name,
+        "metric": "pass@1",
+        "value": scores.get(1),
+        "value_std": None,
+        "n_problems": len(tasks),
+        "n_samples": setting.n_samples,
+        "n_passed": sum(c_by_task.values()),
+        "pass_at_1": scores.get(1),
+        "pass_at_10": scores.get(10),
+        "pass_at_100": scores.get(100),
+        "n_prompt_truncated": sum(bool(g["prompt_truncated"]) for g in generations),
+        "n_hit_length_limit": sum(bool(g["hit_length_limit"]) for g in generations),
+        "n_decode_mismatch": sum(bool(g["decode_mismatch"]) for g in generations),
+        "n_timeout": sum(r["outcome"] == Outcome.TIMEOUT.value for r in executions),
+        "n_unscorable": 0,
+        "details": json.dumps(
+            {"outcomes": _count(r["outcome"] for r in executions)}, sort_keys=True
+        ),
+        "model_name": engine.model.name,
+        "model_family": engine.model.family,
+        "model_size_b": engine.model.size_b,
+        "model_tuning": engine.model.tuning.value,
+        "backend": engine.backend.value,
+        "dtype": engine.dtype.value,
+        "quant": engine.quant.value,
+        "precision": precision_label(engine.dtype, engine.quant),
+        "variant": setting.benchmark.variant,
+        "template": setting.template,
+        "decoding": decoding.name,
+        "temperature": decoding.temperature if decoding.do_sample else 0.0,
+        "max_length": setting.max_length,
+        "length_semantics": setting.length_semantics.value,
+        "seed": setting.seed,
+    }
+    if summary is not None:
+        details = json.loads(row["details"])
+        details.update(json.loads(summary.details_json or "{}"))
+        row.update(
+            metric=summary.metric,
+            value=summary.value,
+            value_std=summary.value_std,
+            n_problems=summary.n_problems,
+            n_unscorable=summary.n_unscorable,
+            details=json.dumps(details, sort_keys=True),
+        )
+    return row
+
+
+def _count(values) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for v in values:
+        out[str(v)] += 1
+    return dict(out)

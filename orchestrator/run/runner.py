@@ -1,0 +1,196 @@
+"""The driver's shell around the pure core: config -> grid -> plan -> dispatch -> store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from orchestrator.errors import ConfigError
+from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig
+from orchestrator.run.grid import Cell, Environment, expand_grid
+from orchestrator.run.plan import Action, Plan, plan_settings
+from orchestrator.run.progress import Progress
+from orchestrator.run.provenance import (
+    git_revision,
+    hostname,
+    library_versions_json,
+    vllm_installed,
+)
+from orchestrator.run.writer import StoreWriter, utc_now
+from storage.index import build_index
+from storage.store import Store
+from workers.benchmarks.base import Benchmark, BenchmarkDataError
+from workers.benchmarks.registry import get_benchmark
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PreparedGrid:
+    """A grid ready to plan: the config, the loaded benchmark and every expanded cell."""
+
+    config: RunConfig
+    benchmark: Benchmark
+    cells: tuple[Cell, ...]
+    environment: Environment
+
+    @property
+    def n_problems(self) -> int:
+        """Problems each setting covers (the benchmark's, cut by `benchmark.limit`)."""
+        return len(self.benchmark.problem_ids()[: self.config.benchmark.limit])
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    plan: Plan
+    generated: int
+    executed: int
+    failed: int
+    engine_loads: int
+    scores: dict[str, float | None]
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_benchmark(conf: BenchmarkConf, cache_dir: str | None = None) -> Benchmark:
+    """The configured benchmark's problems, through its registry entry."""
+    try:
+        return get_benchmark(conf.name).load(conf.source_spec(cache_dir))
+    except BenchmarkDataError as e:
+        hint = (
+            f" (set {ENV_DATA_DIR} or paths.data_dir, or benchmark.source=hub)"
+            if conf.source == "local" and not conf.data_dir
+            else ""
+        )
+        raise ConfigError(f"{e}{hint}") from e
+
+
+def prepare(config: RunConfig) -> PreparedGrid:
+    """Load the benchmark data (its hash is part of every key) and expand the grid."""
+    benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
+    replay_sha = None
+    if config.replay_path:
+        if not Path(config.replay_path).is_file():
+            raise ConfigError(f"replay_path {config.replay_path!r} does not exist")
+        replay_sha = file_sha256(config.replay_path)
+    env = Environment(vllm_installed=vllm_installed(), replay_sha256=replay_sha)
+    cells = tuple(expand_grid(config, benchmark.data_sha256, env))
+    return PreparedGrid(config, benchmark, cells, env)
+
+
+def make_plan(store: Store, prepared: PreparedGrid, retry_failed: bool = False) -> Plan:
+    return plan_settings(prepared.cells, build_index(store), retry_failed=retry_failed)
+
+
+def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: str, **extra) -> dict:
+    cfg = prepared.config
+    return {
+        "run_id": run_id,
+        "started_at": extra.pop("started_at"),
+        "finished_at": extra.pop("finished_at", None),
+        "command": command,
+        "overrides_json": json.dumps(list(cfg.overrides)),
+        "setting_keys": [c.key for c in prepared.cells],
+        "git_revision": git_revision(),
+        "hostname": hostname(),
+        "library_versions_json": library_versions_json(),
+        "data_sources_json": json.dumps(
+            {
+                cfg.benchmark.name: {
+                    "source": prepared.benchmark.source,
+                    "sha256": prepared.benchmark.data_sha256,
+                }
+            }
+        ),  # fmt: skip
+        "cluster_address": cfg.cluster.address or "local",
+        "status": status,
+        **extra,
+    }
+
+
+def run_grid(
+    prepared: PreparedGrid,
+    *,
+    retry_failed: bool = False,
+    wait_lock_s: float = 0.0,
+    stream: TextIO | None = None,
+    command: str = "run",
+) -> RunOutcome:
+    """Run every setting of the grid that the store does not hold yet."""
+    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray
+
+    config = prepared.config
+    store = Store(config.store)
+    run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    with store.writer_lock(wait_s=wait_lock_s):
+        removed = store.clean_temp()
+        if removed:
+            logger.info("removed %d temporary file(s) of an interrupted write", removed)
+        plan = make_plan(store, prepared, retry_failed)
+        started_at = utc_now()
+        store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, "running",
+                                                   started_at=started_at)])  # fmt: skip
+        writer = StoreWriter(
+            store, run_id, library_versions_json(),
+            benchmarks={config.benchmark.name: prepared.benchmark},
+        )  # fmt: skip
+        for item in plan.by_action(Action.SKIP):
+            writer.skipped(item.key, item.setting, item.reason or "")
+        work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
+        logger.info(
+            "plan: %d settings, %d done, %d to generate (%d engine loads), %d to execute, "
+            "%d skipped, %d failed earlier",
+            len(plan.settings), len(plan.by_action(Action.DONE)),
+            len(plan.by_action(Action.GENERATE)), plan.n_engine_loads,
+            len(plan.by_action(Action.EXECUTE)), len(plan.by_action(Action.SKIP)),
+            len(plan.by_action(Action.FAILED)),
+        )  # fmt: skip
+        progress = Progress(total=work, stream=stream or sys.stderr)
+        status = "finished"
+        summary = None
+        try:
+            if work:
+                start_ray(config.cluster)
+                options = DispatchOptions(config.cluster, config.limits, config.exec_workers)
+                dispatcher = Dispatcher(
+                    plan, {config.benchmark.name: prepared.benchmark}, writer,
+                    options, progress,
+                )  # fmt: skip
+                try:
+                    summary = dispatcher.run()
+                except BaseException:
+                    dispatcher.abort()
+                    raise
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            progress.close()
+            store.write_rows(
+                "runs", run_id,
+                [_run_row(run_id, prepared, command, status, started_at=started_at,
+                          finished_at=utc_now(), n_generated=writer.n_generated,
+                          n_executed=writer.n_executed)],
+            )  # fmt: skip
+    return RunOutcome(
+        run_id=run_id,
+        plan=plan,
+        generated=summary.generated if summary else 0,
+        executed=summary.executed if summary else 0,
+        failed=summary.failed if summary else 0,
+        engine_loads=summary.engine_loads if summary else 0,
+        scores=summary.scores if summary else {},
+    )

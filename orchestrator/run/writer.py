@@ -1,0 +1,123 @@
+"""The driver's writer: turns dispatch events into store shards, in a crash-safe order.
+
+Order per setting: generations shard -> (execution) executions shard -> scores shard -> the
+settings row marked complete. The settings row is the commit record; anything written before it
+is either reused on resume (generations) or rewritten (executions, scores).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.run.rows import (
+    execution_rows,
+    generation_rows,
+    provenance_of,
+    samples_from_rows,
+    score_row,
+    setting_row,
+)
+from storage.schema import SettingStatus
+from storage.store import Store
+from workers.benchmarks.base import Benchmark
+from workers.spec import ExecutionRecord, SampleRecord, SettingGenerations, SettingSpec
+
+logger = logging.getLogger(__name__)
+
+# Provenance an execution-only resume keeps from the row an earlier run wrote.
+PROVENANCE_FIELDS = (
+    "hostname", "node_id", "device", "backend_version", "effective_dtype", "tokenizer_sha256",
+    "chat_template_sha256", "engine_options_json", "library_versions_json", "generation_s",
+    "generation_started_at", "generation_finished_at", "engine_load_s", "n_generated_tokens",
+)  # fmt: skip
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreWriter:
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        library_versions: str,
+        clock: Callable[[], datetime] = utc_now,
+        benchmarks: Mapping[str, Benchmark] | None = None,
+    ):
+        self.store = store
+        # Loaded benchmarks by name: their `summarize` may replace the pass@1 headline.
+        self.benchmarks = dict(benchmarks or {})
+        self.run_id = run_id
+        self.library_versions = library_versions
+        self.clock = clock
+        self._attempts: dict[str, int] = {}
+        self._provenance: dict[str, dict[str, Any]] = {}
+        self.n_generated = 0
+        self.n_executed = 0
+
+    def _previous(self, key: str) -> dict[str, Any] | None:
+        table = self.store.read_shard("settings", key)
+        rows = table.to_pylist() if table is not None else []
+        return rows[0] if rows else None
+
+    def _write(
+        self,
+        key: str,
+        setting: SettingSpec,
+        status: SettingStatus,
+        reason: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        row = setting_row(
+            key, setting, status,
+            now=self.clock(), run_id=self.run_id, reason=reason, error_type=error_type,
+            attempts=self._attempts.get(key, 0), provenance=self._provenance.get(key),
+        )  # fmt: skip
+        self.store.write_rows("settings", key, [row])
+
+    def skipped(self, key: str, setting: SettingSpec, reason: str) -> None:
+        self._write(key, setting, SettingStatus.SKIPPED, reason=reason)
+
+    def started(self, key: str, setting: SettingSpec) -> None:
+        previous = self._previous(key)
+        self._attempts[key] = (previous or {}).get("attempts", 0) + 1
+        if previous:  # keep what an earlier run learnt (execution-only resumes need it)
+            kept = {c: previous.get(c) for c in PROVENANCE_FIELDS if previous.get(c) is not None}
+            self._provenance.setdefault(key, kept)
+        self._write(key, setting, SettingStatus.RUNNING)
+
+    def generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
+        self.store.write_rows("generations", key, generation_rows(key, result.samples))
+        self._provenance[key] = provenance_of(result, self.library_versions)
+        self._write(key, setting, SettingStatus.RUNNING)
+        self.n_generated += 1
+
+    def stored_samples(self, key: str) -> list[SampleRecord]:
+        table = self.store.read_shard("generations", key)
+        if table is None:
+            raise FileNotFoundError(f"generations of setting {key} are missing")
+        return samples_from_rows(table.to_pylist())
+
+    def executed(
+        self, key: str, setting: SettingSpec, records: Sequence[ExecutionRecord]
+    ) -> dict[str, Any]:
+        """Write executions and the score; mark complete. Returns the score row."""
+        exec_rows = execution_rows(key, records)
+        self.store.write_rows("executions", key, exec_rows)
+        generations = self.store.read_shard("generations", key)
+        gen_rows = generations.to_pylist() if generations is not None else []
+        benchmark = self.benchmarks.get(setting.benchmark.name)
+        summary = benchmark.summarize(exec_rows) if benchmark is not None else None
+        score = score_row(key, setting, gen_rows, exec_rows, summary)
+        self.store.write_rows("scores", key, [score])
+        self._write(key, setting, SettingStatus.COMPLETE)
+        self.n_executed += 1
+        return score
+
+    def failed(self, key: str, setting: SettingSpec, error_type: str, message: str) -> None:
+        logger.warning("setting %s failed: %s: %s", key[:12], error_type, message)
+        self._write(key, setting, SettingStatus.FAILED, reason=message, error_type=error_type)

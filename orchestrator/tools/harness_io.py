@@ -1,0 +1,251 @@
+"""BigCode evaluation harness `generations.json`: export a stored setting, import and score one.
+
+The harness's file (`--save_generations`, read back by `--load_generations_path`) is a JSON list
+with one entry per problem in dataset order, each a list of the n_samples post-processed
+candidates (declaration + fixed body, without the import header), written with plain
+`json.dump`. Export writes the `program` column of the generations table in that shape.
+
+Import scores such a file like any setting: the candidates are executed as they are through the
+benchmark adapter (no post-processing is re-applied, as in the harness) and stored with backend
+`replay` (generations with `program` = the entry and `continuation` = "", executions, scores)
+through the StoreWriter, under the store's writer lock. The setting key is built from the run config
+of the given overrides, with `replay_sha256` = the sha256 of the file, so an imported setting never
+collides with a generated one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import socket
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import ConfigError
+from orchestrator.run.config import available, choice_error, load_run_config
+from storage.store import Store
+from workers.benchmarks.base import Benchmark
+
+logger = logging.getLogger(__name__)
+
+IMPORT_BACKEND_VERSION = "bigcode-harness generations.json"
+
+
+class HarnessFileError(ValueError):
+    """A generations.json that is not a list of lists of strings (names the bad entry)."""
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    setting_key: str
+    store: str
+    n_problems: int
+    n_samples: int
+    n_passed: int
+    pass_at_1: float | None
+    replay_sha256: str
+
+
+def _task_order(task_id: str) -> tuple:
+    """Dataset order of task ids like "Python/12" (numeric suffix), else by text."""
+    match = re.search(r"(\d+)$", task_id)
+    return (task_id[: match.start()], int(match.group(1))) if match else (task_id, -1)
+
+
+def export_entries(store: Store, setting_key: str) -> list[list[str]]:
+    """The setting's programs as the harness writes them: [[sample 0, sample 1, ...], ...] per
+    problem, problems in dataset order (task ids sorted by their numeric suffix)."""
+    shard = store.read_shard("generations", setting_key)
+    if shard is None or shard.num_rows == 0:
+        known = sorted(store.shards("generations"))
+        hint = f" Stored settings: {', '.join(k[:12] for k in known[:10])}" if known else ""
+        raise FileNotFoundError(
+            f"store {store.uri} has no generations for setting {setting_key}.{hint}"
+        )
+    rows = shard.select(["task_id", "sample_index", "program"]).to_pylist()
+    by_task: dict[str, list[tuple[int, str]]] = {}
+    for r in rows:
+        by_task.setdefault(r["task_id"], []).append((r["sample_index"], r["program"]))
+    return [[p for _, p in sorted(by_task[t])] for t in sorted(by_task, key=_task_order)]
+
+
+def resolve_setting_key(store: Store, prefix: str) -> str:
+    """A full setting key from a unique prefix (as reports show 12 characters)."""
+    keys = [k for k in store.shards("generations") if k.startswith(prefix)]
+    if len(keys) == 1:
+        return keys[0]
+    if not keys:
+        raise FileNotFoundError(
+            f"no setting with generations matches key {prefix!r} in {store.uri}"
+        )
+    raise ValueError(
+        f"setting key prefix {prefix!r} is ambiguous: {', '.join(k[:16] for k in keys)}"
+    )
+
+
+def write_generations_json(entries: Sequence[Sequence[str]], path: str | Path) -> Path:
+    """Plain json.dump, as the harness writes it (ASCII-escaped, no indent)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        json.dump([list(e) for e in entries], fh)
+    return path
+
+
+def read_generations_json(path: str | Path) -> list[list[str]]:
+    """Parse and check a harness file: a non-empty list of equally long lists of strings."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HarnessFileError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HarnessFileError(f"{path}: not JSON ({e})") from e
+    if not isinstance(data, list) or not data:
+        raise HarnessFileError(f"{path}: expected a non-empty JSON list (one entry per problem)")
+    for i, entry in enumerate(data):
+        if not isinstance(entry, list) or not entry:
+            raise HarnessFileError(f"{path}: entry {i} is not a non-empty list of candidates")
+        bad = [j for j, c in enumerate(entry) if not isinstance(c, str)]
+        if bad:
+            raise HarnessFileError(f"{path}: entry {i}, candidate {bad[0]} is not a string")
+    sizes = {len(e) for e in data}
+    if len(sizes) != 1:
+        raise HarnessFileError(
+            f"{path}: entries hold different numbers of samples ({sorted(sizes)}); the harness "
+            "scores the first --n_samples of each: trim the file to one size"
+        )
+    return data
+
+
+def _run_config(overrides: Sequence[str], model: str, n_samples: int, path: Path):
+    known = available("model")
+    if model not in known:
+        raise choice_error("model", model, known)
+    config = load_run_config(
+        [*overrides, f"model={model}", "backend=replay", f"n_samples={n_samples}"]
+    )
+    # replay_path is not keyed (replay_sha256 is); it only marks the cell as runnable.
+    return dataclasses.replace(config, replay_path=path.name)
+
+
+def _cell(config, file_sha: str, n_entries: int):
+    """The one grid cell of the import; a file with fewer problems than the benchmark selects
+    the first ones (the harness's --limit), unless benchmark.limit says otherwise."""
+    from orchestrator.run.grid import Environment, expand_grid
+    from orchestrator.run.runner import load_benchmark
+
+    loaded = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
+    n_problems = len(loaded.problem_ids()[: config.benchmark.limit])
+    if config.benchmark.limit is None and n_entries < n_problems:
+        benchmark = dataclasses.replace(config.benchmark, limit=n_entries)
+        config = dataclasses.replace(config, benchmark=benchmark)
+        n_problems = n_entries
+    if n_problems != n_entries:
+        raise ConfigError(
+            f"the file has {n_entries} problems but the setting selects {n_problems} "
+            f"(benchmark.limit={config.benchmark.limit}); they must agree"
+        )
+    cells = expand_grid(config, loaded.data_sha256, Environment(replay_sha256=file_sha))
+    if len(cells) != 1:
+        raise ConfigError(f"import-generations scores one setting; the overrides give {len(cells)}")
+    if cells[0].skipped:
+        raise ConfigError(f"the setting cannot be imported: {cells[0].skip_reason}")
+    return config, loaded, cells[0]
+
+
+def _samples(benchmark: Benchmark, setting, entries: Sequence[Sequence[str]]):
+    from workers.spec import SampleRecord
+
+    task_ids = benchmark.problem_ids()[: setting.benchmark.limit]
+    return [
+        SampleRecord(
+            task_id=task_id,
+            sample_index=j,
+            prompt="",
+            continuation="",
+            program=program,
+            n_prompt_tokens=None,  # the harness file holds programs only: not known
+            n_output_tokens=None,
+            prompt_truncated=False,
+            hit_length_limit=False,
+        )  # fmt: skip
+        for task_id, entry in zip(task_ids, entries, strict=True)
+        for j, program in enumerate(entry)
+    ]
+
+
+def _generations(key: str, setting, samples, elapsed_s: float, file_sha: str):
+    from workers.spec import EngineInfo, SettingGenerations, WorkerInfo
+
+    engine = setting.engine
+    info = EngineInfo(
+        backend=engine.backend, backend_version=IMPORT_BACKEND_VERSION, device=None,
+        effective_dtype=engine.dtype.value, model_revision=engine.model.revision,
+        tokenizer_sha256=None, chat_template_sha256=None, eos_token=None,
+        options={"replay_sha256": file_sha},
+    )  # fmt: skip
+    now = time.time()
+    # The generations were made elsewhere: no process, load or generation time is known here.
+    return SettingGenerations(
+        setting_key=key, samples=tuple(samples), engine_info=info,
+        worker=WorkerInfo(hostname=socket.gethostname(), node_id="", pid=None),
+        generation_s=None, engine_load_s=None, started_at=now - elapsed_s, finished_at=now,
+    )  # fmt: skip
+
+
+def import_generations(
+    path: str | Path, model: str, overrides: Sequence[str] = (), wait_lock_s: float = 0.0
+) -> ImportOutcome:
+    """Execute the candidates of a harness file and store them as one `replay` setting."""
+    from orchestrator.run.provenance import library_versions_json
+    from orchestrator.run.runner import file_sha256
+    from orchestrator.run.writer import StoreWriter, utc_now
+
+    path = Path(path)
+    entries = read_generations_json(path)
+    file_sha = file_sha256(str(path))
+    config = _run_config(overrides, model, len(entries[0]), path)
+    config, loaded, cell = _cell(config, file_sha, len(entries))
+    samples = _samples(loaded, cell.setting, entries)
+    started = time.monotonic()
+    records = loaded.execute(samples, config.limits, workers=config.exec_workers)
+    store = Store(config.store)
+    run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    versions = library_versions_json()
+    with store.writer_lock(wait_s=wait_lock_s):
+        writer = StoreWriter(store, run_id, versions)
+        writer.started(cell.key, cell.setting)
+        gens = _generations(cell.key, cell.setting, samples, time.monotonic() - started, file_sha)
+        writer.generated(cell.key, cell.setting, gens)
+        score = writer.executed(cell.key, cell.setting, records)
+        store.write_rows("runs", run_id, [_run_row(run_id, config, cell.key, file_sha, versions)])
+    logger.info(
+        "imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], score["pass_at_1"]
+    )
+    return ImportOutcome(
+        setting_key=cell.key, store=config.store, n_problems=len(entries),
+        n_samples=len(entries[0]), n_passed=score["n_passed"], pass_at_1=score["pass_at_1"],
+        replay_sha256=file_sha,
+    )  # fmt: skip
+
+
+def _run_row(run_id: str, config, key: str, file_sha: str, versions: str) -> dict:
+    from orchestrator.run.provenance import git_revision
+    from orchestrator.run.writer import utc_now
+
+    now = utc_now()
+    return {
+        "run_id": run_id, "started_at": now, "finished_at": now,
+        "command": "import-generations", "overrides_json": json.dumps(list(config.overrides)),
+        "setting_keys": [key], "n_generated": 0, "n_executed": 1,
+        "git_revision": git_revision(), "hostname": socket.gethostname(),
+        "library_versions_json": versions,
+        "data_sources_json": json.dumps({"generations.json": {"sha256": file_sha}}),
+        "cluster_address": "local", "status": "finished",
+    }  # fmt: skip

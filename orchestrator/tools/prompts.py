@@ -1,0 +1,71 @@
+"""`prompts`: the exact prompt text a setting sends, one JSON line per problem.
+
+The prompts are the requests the setting's benchmark builds for the grid cell the options
+describe (the same code path as `run`), so what is printed is what a backend receives."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from orchestrator.errors import ConfigError
+from orchestrator.run.config import available, load_run_config
+from orchestrator.run.grid import Environment, expand_grid
+from orchestrator.run.runner import load_benchmark
+from workers.spec import ModelSpec, Tuning
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    task_id: str
+    prompt: str
+    n_prompt_tokens: int | None  # with a tokenizer only
+
+
+def _ad_hoc_model(name: str) -> ModelSpec:
+    """A local folder or HF id taken as is (its own template is unknown: `instruct`)."""
+    return ModelSpec(name, name, "main", "unknown", 0.0, Tuning.INSTRUCT, "instruct")
+
+
+def render_prompts(
+    overrides: Sequence[str],
+    variant: str | None,
+    template: str,
+    model: str | None,
+    limit: int | None,
+) -> Iterator[PromptRecord]:
+    """Every prompt of the setting `template` x `variant` for `model` (a config name, a local
+    folder or an HF id), first `limit` problems; token counts need the model's tokenizer."""
+    if template in ("own", "chat") and model is None:
+        why = "the config's own template" if template == "own" else "its tokenizer's chat template"
+        raise ConfigError(f"template {template!r} needs --model ({why})")
+    configured = model is not None and model in available("model")
+    extra = [f"model={model}"] if configured else []
+    if variant is not None:
+        extra.append(f"benchmark.variant={variant}")
+    config = load_run_config([*overrides, *extra, f"template={template}"])
+    if model is not None and not configured:
+        config = dataclasses.replace(config, models=(_ad_hoc_model(model),))
+    if limit is not None:
+        config = dataclasses.replace(
+            config, benchmark=dataclasses.replace(config.benchmark, limit=limit)
+        )
+    benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
+    cells = expand_grid(config, benchmark.data_sha256, Environment())
+    if len(cells) != 1:
+        raise ConfigError(f"the options select {len(cells)} settings; prompts renders one")
+    cell = cells[0]
+    tokenizer = None
+    if model is not None:
+        from workers.backends.tokens import load_tokenizer  # lazy: imports transformers
+
+        tokenizer = load_tokenizer(config.models[0])
+    chat = tokenizer.render_chat if tokenizer is not None else None
+    for request in benchmark.requests(cell.setting, cell.key, chat):
+        count = (
+            tokenizer.count(request.prompt, request.add_special_tokens)
+            if tokenizer is not None
+            else None
+        )
+        yield PromptRecord(request.task_id, request.prompt, count)

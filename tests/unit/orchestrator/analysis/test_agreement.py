@@ -1,0 +1,118 @@
+"""Backend agreement and the flip rate (orchestrator/analysis/agreement.py): pure functions,
+checked with tables."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.analysis.agreement import (
+    agreement,
+    flips,
+    match_key,
+    pair_settings,
+    pass_at_1,
+    per_backend,
+)
+from orchestrator.run.config import load_run_config
+from orchestrator.run.grid import Environment, expand_grid
+from workers.keys import canonical_json, setting_fields
+
+
+def cells(overrides):
+    return expand_grid(load_run_config(overrides), "datahash", Environment(vllm_installed=True))
+
+
+def setting_json(cell) -> str:
+    return canonical_json(setting_fields(cell.setting))
+
+
+# -- match_key / pair_settings -------------------------------------------------------------------
+
+
+def test_settings_that_differ_only_in_the_backend_share_a_match_key():
+    grid = cells(["grid.backend=hf,vllm", "grid.decoding=greedy,t0.8", "seed_policy=per_sample"])
+    assert len(grid) == 4
+    by_match = {}
+    for c in grid:
+        by_match.setdefault(match_key(setting_json(c)), set()).add(
+            (c.setting.engine.backend.value, c.setting.decoding.name)
+        )
+    assert sorted(map(sorted, by_match.values())) == [
+        [("hf", "greedy"), ("vllm", "greedy")], [("hf", "t0.8"), ("vllm", "t0.8")],
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (["backend=hf"], ["backend=vllm"], True),
+        (["backend=hf", "hf.device=cpu"], ["backend=vllm"], True),  # a backend-only option
+        (["backend=hf"], ["backend=vllm", "vllm.batch_invariant=true"], True),
+        (["backend=hf", "seed=1"], ["backend=vllm", "seed=2"], True),  # greedy: seed not keyed
+        (["backend=hf", "decoding=t0.8", "seed=1", "seed_policy=per_sample"],
+         ["backend=vllm", "decoding=t0.8", "seed=2", "seed_policy=per_sample"], False),
+        (["backend=hf", "decoding=t0.8"], ["backend=vllm", "decoding=t0.8",
+                                          "seed_policy=per_sample"], False),
+        (["backend=hf", "template=instruct"], ["backend=vllm"], False),
+        (["backend=hf", "max_length=512"], ["backend=vllm"], False),
+        (["backend=hf", "precision=bf16"], ["backend=vllm"], False),
+        (["backend=hf", "benchmark.limit=20"], ["backend=vllm"], False),
+    ],
+)  # fmt: skip
+def test_match_key_table(a, b, same):
+    (ca,), (cb,) = cells(a), cells(b)
+    assert (match_key(setting_json(ca)) == match_key(setting_json(cb))) is same
+
+
+def _row(key, backend, match="m"):
+    fields = {"v": 1, "engine": {"backend": backend, "model": "x"}, "template": match}
+    return {"setting_key": key, "backend": backend, "setting_json": json.dumps(fields)}
+
+
+def test_pair_settings_pairs_across_backends_only_reference_first():
+    rows = [_row("k1", "vllm"), _row("k2", "hf"), _row("k3", "hf"), _row("k4", "vllm", "other")]
+    pairs, unpaired = pair_settings(rows)
+    assert [(p.a["setting_key"], p.b["setting_key"]) for p in pairs] == [("k2", "k1"), ("k3", "k1")]
+    assert unpaired == 1
+
+
+# -- agreement, pass@1, flips ----------------------------------------------------------------------
+
+
+def test_pass_at_1_averages_per_problem_fractions():
+    passed = {("a", 0): True, ("a", 1): False, ("b", 0): False, ("b", 1): False}
+    assert pass_at_1(passed) == 0.25
+    assert pass_at_1({}) is None
+
+
+def test_agreement_counts_programs_outcomes_and_the_pass_at_1_difference():
+    progs_a = {("t1", 0): "x", ("t2", 0): "y", ("t3", 0): "z", ("t4", 0): "only-a"}
+    progs_b = {("t1", 0): "x", ("t2", 0): "Y", ("t3", 0): "Z"}
+    pass_a = {("t1", 0): True, ("t2", 0): False, ("t3", 0): True, ("t4", 0): True}
+    pass_b = {("t1", 0): True, ("t2", 0): False, ("t3", 0): False}
+    got = agreement(progs_a, pass_a, progs_b, pass_b)
+    assert got["n_samples"] == 3  # t4 only in a
+    assert got["identical_programs"] == pytest.approx(1 / 3)
+    assert got["same_outcome"] == pytest.approx(2 / 3)
+    assert got["pass_at_1_a"] == pytest.approx(2 / 3)
+    assert got["pass_at_1_b"] == pytest.approx(1 / 3)
+    assert got["pass_at_1_diff"] == pytest.approx(-1 / 3)
+    assert got["differing_tasks"] == ["t2", "t3"]
+    assert agreement({}, {}, progs_b, pass_b)["identical_programs"] is None
+
+
+def test_flips_and_per_backend_totals():
+    old = {("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
+           ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]}}  # fmt: skip
+    new = {("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
+           ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]}}  # fmt: skip
+    got = flips(old, new)
+    assert (got["n_samples"], got["n_flipped"], got["flip_rate"]) == (2, 1, 0.5)
+    assert (got["n_continuation_changed"], got["n_tokens_changed"]) == (2, 2)
+    assert got["flipped_tasks"] == ["t2"]
+    totals = per_backend([{"backend": "vllm", **got}, {"backend": "vllm", **got},
+                          {"backend": "hf", **flips(old, old)}])  # fmt: skip
+    assert totals["vllm"] == {"n_settings": 2, "n_samples": 4, "n_flipped": 2, "flip_rate": 0.5}
+    assert totals["hf"]["flip_rate"] == 0.0

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+
+from orchestrator.analysis.intervals import (
+    DEFAULT_RESAMPLES,
+    ProblemCounts,
+    bootstrap_interval,
+    exact_pass1,
+    pass1_interval,
+    per_problem_pass1,
+    problem_counts,
+)
+from orchestrator.analysis.metrics import pass_at_k
+
+
+def test_problem_counts_from_execution_rows():
+    counts = problem_counts(["b", "a", "b", "a", "b"], [True, False, True, True, False])
+    assert counts == ProblemCounts(("a", "b"), (2, 3), (1, 2))
+
+
+@pytest.mark.parametrize(
+    ("n", "c"),
+    [
+        ((1,) * 164, (1,) * 74 + (0,) * 90),  # greedy: k/164
+        ((20, 20, 20), (0, 3, 20)),
+        ((5, 20, 1), (5, 7, 0)),
+        ((200,), (13,)),
+    ],
+)
+def test_unbiased_pass1_is_the_binomial_estimator(n, c):
+    counts = ProblemCounts(tuple(str(i) for i in range(len(n))), n, c)
+    brute = [1 - comb(ni - ci, 1) / comb(ni, 1) for ni, ci in zip(n, c, strict=True)]
+    assert per_problem_pass1(counts) == pytest.approx(brute)
+    exact = exact_pass1(counts)
+    assert exact == sum(Fraction(ci, ni) for ni, ci in zip(n, c, strict=True)) / len(n)
+    assert float(exact) == pytest.approx(pass_at_k(n, c, ks=(1,))[1])
+
+
+def test_greedy_pass1_is_exactly_k_over_164():
+    counts = ProblemCounts(tuple(map(str, range(164))), (1,) * 164, (1,) * 74 + (0,) * 90)
+    assert exact_pass1(counts) == Fraction(74, 164)
+
+
+def _reference(values, n_resamples, confidence, seed):
+    """Straightforward percentile bootstrap with the same draws (n_resamples <= one chunk)."""
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.size, size=(n_resamples, data.size))
+    means = data[idx].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return np.quantile(means, [alpha, 1 - alpha])
+
+
+def test_bootstrap_matches_the_reference_and_is_seeded():
+    values = np.r_[np.ones(30), np.zeros(134)]
+    interval = bootstrap_interval(values, n_resamples=1500, confidence=0.9, seed=7)
+    low, high = _reference(values, 1500, 0.9, 7)
+    assert (interval.low, interval.high) == pytest.approx((low, high))
+    assert interval.estimate == pytest.approx(30 / 164)
+    assert interval == bootstrap_interval(values, n_resamples=1500, confidence=0.9, seed=7)
+    assert interval != bootstrap_interval(values, n_resamples=1500, confidence=0.9, seed=8)
+
+
+def test_interval_brackets_the_estimate_and_has_a_sensible_width():
+    values = np.r_[np.ones(74), np.zeros(90)]
+    interval = bootstrap_interval(values)
+    assert interval.n_resamples == DEFAULT_RESAMPLES
+    assert interval.low < 74 / 164 < interval.high
+    se = np.sqrt(74 / 164 * 90 / 164 / 164)  # binomial standard error
+    assert interval.high - interval.low == pytest.approx(2 * 1.96 * se, rel=0.1)
+
+
+def test_degenerate_and_invalid_inputs():
+    zero = bootstrap_interval([0.0] * 10, n_resamples=100)
+    assert (zero.low, zero.estimate, zero.high) == (0.0, 0.0, 0.0)
+    one = bootstrap_interval([0.25], n_resamples=100)
+    assert (one.low, one.high) == (0.25, 0.25)
+    with pytest.raises(ValueError):
+        bootstrap_interval([], n_resamples=10)
+    with pytest.raises(ValueError):
+        bootstrap_interval([1.0], n_resamples=0)
+    with pytest.raises(ValueError):
+        bootstrap_interval([1.0], confidence=1.0)
+    with pytest.raises(ValueError):
+        exact_pass1(ProblemCounts((), (), ()))
+
+
+def test_sampled_interval_resamples_problems_not_samples():
+    # Every problem has pass@1 0.5 (10 of 20): resampling problems cannot move the mean.
+    counts = ProblemCounts(tuple(map(str, range(50))), (20,) * 50, (10,) * 50)
+    interval = pass1_interval(counts, n_resamples=500)
+    assert (interval.low, interval.estimate, interval.high) == pytest.approx((0.5, 0.5, 0.5))
+
+
+def test_more_resamples_than_one_chunk():
+    values = np.r_[np.ones(10), np.zeros(40)]
+    interval = bootstrap_interval(values, n_resamples=4500, seed=1)
+    assert interval.n_resamples == 4500 and interval.low < 0.2 < interval.high

@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from orchestrator.analysis.literature import (
+    SettingScore,
+    decimals_of,
+    join_literature,
+    match_record,
+    match_rule,
+    obtainability,
+    reproduction,
+    tuning_confusion,
+)
+from storage.literature import LiteratureRow
+
+
+def row(model: str, score: str, tuning: str = "base", line: int = 2) -> LiteratureRow:
+    return LiteratureRow(line, model, "Fam", "1.3", tuning, score, "src", "title", "T1", "", "x")
+
+
+def setting(model: str, k: int, n: int = 164, tuning: str = "base", label: str = "s",
+            family: str = "fam", size: float = 1.3, samples: int = 1) -> SettingScore:  # fmt: skip
+    return SettingScore(
+        key=f"{model}-{label}", model_name=model, model_family=family, model_size_b=size,
+        tuning=tuning, label=label, score=Fraction(k, n * samples), n_problems=n,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "decimals"), [("44.9", 1), ("14.0", 1), ("47", 0), ("45.12", 2), (" 9.10 ", 2)]
+)
+def test_decimals_come_from_the_printed_text(text, decimals):
+    assert decimals_of(text) == decimals
+
+
+@pytest.mark.parametrize(
+    ("value", "ks_round", "ks_floor"),
+    [
+        ("44.9", (), ()),  # 73/164 = 44.51, 74/164 = 45.12: not obtainable (the study's example)
+        ("45.12", (74,), (74,)),  # 74/164 = 45.1219...
+        ("45.1", (74,), (74,)),
+        ("16.4", (), (27,)),  # 27/164 = 16.463...: floors to 16.4, rounds to 16.5
+        ("16.5", (27,), ()),
+        ("1.2", (2,), (2,)),
+        ("48.9", (), ()),  # 80/164 = 48.78, 81/164 = 49.39
+        ("47", (77,), (78,)),  # 46.95 rounds to 47; 47.56 floors to 47
+        ("0.0", (0,), (0,)),
+        ("100.0", (164,), (164,)),
+        ("25.0", (41,), (41,)),  # exact
+        ("30.4", (), (50,)),  # 30.49: floored (the OctoPack value was sampled, n=20)
+    ],
+)
+def test_obtainability_by_rounding_or_flooring(value, ks_round, ks_floor):
+    result = obtainability(value, 164)
+    assert result.ks_round == ks_round
+    assert result.ks_floor == ks_floor
+    assert result.obtainable == bool(ks_round or ks_floor)
+
+
+def test_unobtainable_values_name_the_neighbours():
+    result = obtainability("44.9")
+    assert (result.below, result.above) == (73, 74)
+    assert result.describe() == "no k/164: 73/164 = 44.51, 74/164 = 45.12"
+    assert obtainability("45.12").describe() == "74/164 (round, floor)"
+
+
+def test_obtainability_with_another_problem_count():
+    assert obtainability("20", 5).ks == (1,)
+    assert not obtainability("30", 5).obtainable
+    assert obtainability("50.0", 2).ks == (1,)
+    with pytest.raises(ValueError):
+        obtainability("1.0", 0)
+
+
+@pytest.mark.parametrize(
+    ("score", "value", "rule"),
+    [
+        (Fraction(74, 164), "45.1", "round"),
+        (Fraction(74, 164), "45.12", "round"),
+        (Fraction(27, 164), "16.4", "floor"),
+        (Fraction(27, 164), "16.5", "round"),
+        (Fraction(73, 164), "44.9", None),
+        (Fraction(74, 164), "44.9", None),
+        (Fraction(1, 8), "12.5", "round"),  # exact value: both apply, round wins
+        (Fraction(1, 8), "13", "round"),  # a tie (12.5 -> 13) counts for rounding
+        (Fraction(1, 8), "12", "round"),  # ... and so does 12.5 -> 12 (half-even, half-down)
+        (Fraction(129, 1000), "12", "floor"),  # 12.9: truncated to 12, never rounded to it
+        (Fraction(6073, 20 * 164 * 10), "18.5", "round"),  # sampled: 18.5152...
+    ],
+)
+def test_match_rule(score, value, rule):
+    assert match_rule(score, value) == rule
+
+
+def test_every_reproducing_setting_is_listed_with_near_and_closest():
+    settings = [
+        setting("m", 2, label="a"),  # 1.22 -> rounds to 1.2
+        setting("m", 2, label="b"),  # the same score, another setting
+        setting("m", 1, label="c"),  # 0.61: within one problem (0.61 pp) of 1.2
+        setting("m", 9, label="d"),  # 5.49
+    ]
+    result = reproduction("1.2", settings)
+    assert [(s.label, rule) for s, rule in result.reproduced_by] == [("a", "round"), ("b", "round")]
+    assert [s.label for s in result.near] == ["c"]
+    assert result.status == "reproduced"
+    assert result.closest.label == "a"
+    assert result.closest_gap_pp == pytest.approx(200 / 164 - 1.2)
+
+
+def test_near_and_not_reproduced_and_the_gap():
+    near = reproduction("44.9", [setting("m", 73, label="x"), setting("m", 60, label="y")])
+    assert near.status == "near" and [s.label for s in near.near] == ["x"]
+    assert near.closest.label == "x"
+    assert near.closest_gap_pp == pytest.approx(7300 / 164 - 44.9)
+    far = reproduction("30.0", [setting("m", 10, label="x"), setting("m", 20, label="y")])
+    assert far.status == "not reproduced" and far.near == ()
+    assert far.closest.label == "y" and far.closest_gap_pp == pytest.approx(2000 / 164 - 30)
+    none = reproduction("30.0", [])
+    assert none.status == "no settings" and none.closest is None and none.closest_gap_pp is None
+
+
+def test_sampled_settings_match_on_their_unbiased_pass1():
+    # n = 20 samples per problem: 996 passing samples of 3280 = 30.365...% -> floors to 30.3,
+    # rounds to 30.4 (the OctoCoder value)
+    sampled = setting("octocoder", 996, samples=20, label="t0.2")
+    assert reproduction("30.4", [sampled]).reproduced_by[0][1] == "round"
+
+
+BASE, INST = "dsc-1.3b-base", "dsc-1.3b-instruct"
+
+
+@pytest.mark.parametrize(
+    ("own_k", "other_k", "flag"),
+    [
+        ((2, 5), (27,), True),  # DeepSeekCoder-1.3B: base 16.4 reproduced only by the instruct
+        ((27,), (27,), False),  # both reproduce: no confusion
+        ((2,), (3,), False),  # neither
+        ((27,), (2,), False),  # only its own model
+    ],
+)
+def test_tuning_confusion_base_value(own_k, other_k, flag):
+    own = reproduction("16.4", [setting(BASE, k, label=str(k)) for k in own_k])
+    other = reproduction("16.4", [setting(INST, k, tuning="instruct", label=str(k))
+                                  for k in other_k])  # fmt: skip
+    assert tuning_confusion(own, other) is flag
+
+
+def test_tuning_confusion_needs_both_models():
+    other = reproduction("16.4", [setting(INST, 27, tuning="instruct")])
+    assert tuning_confusion(None, other) is False
+    assert tuning_confusion(reproduction("16.4", []), other) is False
+    assert tuning_confusion(reproduction("16.4", [setting(BASE, 2)]), None) is False
+
+
+def test_join_flags_codellama_13b_reported_for_base_but_reproduced_by_instruct():
+    # 33.1 for the base CodeLlama-13B is no k/164; a sampled instruct setting gives it.
+    settings = [
+        setting("codellama-13b-base", 10, label="own", family="codellama", size=13),
+        setting("codellama-13b-instruct", 1086, samples=20, tuning="instruct", label="t0.2",
+                family="codellama", size=13),
+    ]  # fmt: skip
+    mapping = {"CodeLlama 13B": "codellama-13b-base"}
+    [match] = join_literature([row("CodeLlama 13B", "33.1")], mapping, settings)
+    assert not match.obtainability.obtainable
+    assert match.status == "not reproduced"
+    assert match.counterpart_model == "codellama-13b-instruct"
+    assert match.tuning_confusion
+    record = match_record(match)
+    assert record["tuning_confusion"] is True
+    assert record["counterpart_reproduced_by"] == "codellama-13b-instruct: t0.2"
+
+
+def test_join_keeps_unmapped_and_not_run_rows_in_order():
+    rows = [row("Nobody-7B", "12.2", line=2), row("Mapped", "1.2", line=3),
+            row("Known", "5.5", line=4)]  # fmt: skip
+    mapping = {"Mapped": BASE, "Known": "some-model"}
+    matches = join_literature(rows, mapping, [setting(BASE, 2)])
+    assert [m.status for m in matches] == ["unmapped", "reproduced", "not in store"]
+    assert [m.row.line for m in matches] == [2, 3, 4]
+    assert matches[1].counterpart_model is None and not matches[1].tuning_confusion

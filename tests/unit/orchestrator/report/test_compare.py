@@ -1,0 +1,80 @@
+"""`compare-backends` on a small store written through the real schema, and the repeat-check
+key resolution over the same store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from orchestrator.analysis.agreement import flips, per_backend
+from orchestrator.report.compare import compare_backends, render_comparison
+from orchestrator.run.config import load_run_config
+from orchestrator.run.grid import Environment, expand_grid
+from orchestrator.run.rows import execution_rows, generation_rows, score_row, setting_row
+from orchestrator.tools.repeat_check import CompareError, render_repeat_check, resolve_keys
+from storage.schema import SettingStatus
+from storage.store import Store
+from workers.spec import ExecutionRecord, Outcome, SampleRecord
+
+NOW = datetime(2025, 1, 2, tzinfo=UTC)
+
+
+def cells(overrides):
+    return expand_grid(load_run_config(overrides), "datahash", Environment(vllm_installed=True))
+
+
+def test_render_repeat_check_totals():
+    old = {("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
+           ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]}}  # fmt: skip
+    new = {("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
+           ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]}}  # fmt: skip
+    got = flips(old, new)
+    totals = per_backend([{"backend": "vllm", **got}, {"backend": "vllm", **got},
+                          {"backend": "hf", **flips(old, old)}])  # fmt: skip
+    text = render_repeat_check({"n_problems": 2, "per_backend": totals, "settings": [
+        {"setting_key": "k" * 64, "backend": "vllm", "precision": "fp32", "template": "yi",
+         "decoding": "greedy", "max_length": 512, **got}]})  # fmt: skip
+    assert "vllm: flip rate 50.0% (2/4 samples, 2 setting(s))" in text and "tasks: t2" in text
+
+
+# -- compare_backends on a store -------------------------------------------------------------------
+
+
+def _write_setting(store: Store, cell, programs: list[str], passed: list[bool]) -> None:
+    key, setting = cell.key, cell.setting
+    samples = [SampleRecord(f"Python/{i}", 0, "prompt", "cont", p, 10, 5, False, False)
+               for i, p in enumerate(programs)]  # fmt: skip
+    records = [ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED if ok else Outcome.FAILED,
+                               float(ok), None, None, 0.1)
+               for i, ok in enumerate(passed)]  # fmt: skip
+    gens, execs = generation_rows(key, samples), execution_rows(key, records)
+    store.write_rows("generations", key, gens)
+    store.write_rows("executions", key, execs)
+    store.write_rows("scores", key, [score_row(key, setting, gens, execs)])
+    store.write_rows("settings", key, [setting_row(key, setting, SettingStatus.COMPLETE, now=NOW,
+                                                   run_id="r1")])  # fmt: skip
+
+
+def test_compare_backends_reads_pairs_from_the_store(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    grid = {(c.setting.engine.backend.value, c.setting.decoding.name): c
+            for c in cells(["grid.backend=hf,vllm", "grid.decoding=greedy,t0.8",
+                            "seed_policy=per_sample"])}  # fmt: skip
+    _write_setting(store, grid["hf", "greedy"], ["a", "b", "c", "d"], [True, False, False, True])
+    _write_setting(store, grid["vllm", "greedy"], ["a", "b", "C", "d"], [True, False, True, True])
+    _write_setting(store, grid["hf", "t0.8"], ["a", "b", "c", "d"], [False] * 4)  # no partner
+    data = compare_backends(store)
+    assert (data["n_complete_settings"], data["n_pairs"], data["n_unpaired"]) == (3, 1, 1)
+    (pair,) = data["pairs"]
+    assert (pair["backend_a"], pair["backend_b"], pair["decoding"]) == ("hf", "vllm", "greedy")
+    assert pair["identical_programs"] == 0.75 and pair["same_outcome"] == 0.75
+    assert pair["pass_at_1_diff"] == pytest.approx(0.25)
+    assert pair["differing_tasks"] == ["Python/2"]
+    text = render_comparison(data)
+    assert "hf/vllm" in text and "75.0" in text and "+25.0" in text and "Python/2" in text
+    # repeat-check's key resolution: prefixes, and only complete settings
+    hf_key = grid["hf", "greedy"].key
+    assert resolve_keys(store, [hf_key[:10]])[0]["setting_key"] == hf_key
+    with pytest.raises(CompareError, match="matches no setting"):
+        resolve_keys(store, ["zzzz"])

@@ -1,0 +1,120 @@
+"""Planning against a store: done / generate / execute-only / failed / skipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.run.config import load_run_config
+from orchestrator.run.grid import Environment, expand_grid
+from orchestrator.run.plan import Action, plan_settings
+from orchestrator.run.writer import StoreWriter
+from storage.index import build_index
+from storage.store import Store
+from workers.spec import (
+    BackendName,
+    EngineInfo,
+    ExecutionRecord,
+    Outcome,
+    SampleRecord,
+    SettingGenerations,
+    WorkerInfo,
+)  # fmt: skip
+
+INFO = EngineInfo(BackendName.FAKE, "fake", "cpu", "float32", "r", "", None, "</s>", {})
+
+
+def generated(key: str, n: int = 3) -> SettingGenerations:
+    samples = tuple(
+        SampleRecord(f"Python/{i}", 0, "p", "c", "prog", 10, 5, i == 0, False) for i in range(n)
+    )
+    return SettingGenerations(key, samples, INFO, WorkerInfo("h", "node", 1), 1.5, 0.5, 1.0, 2.0)
+
+
+def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
+    return [
+        ExecutionRecord(
+            f"Python/{i}",
+            0,
+            Outcome.PASSED if i < passed else Outcome.FAILED,
+            1.0 if i < passed else 0.0,
+            None,
+            None,
+            0.1,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def cells():
+    config = load_run_config(["template=own,instruct,diff", "decoding=greedy,t0.8"])
+    return expand_grid(config, "hash", Environment())
+
+
+def test_a_fresh_store_plans_everything_and_skips_with_reasons(cells, tmp_path):
+    plan = plan_settings(cells, build_index(Store(str(tmp_path))))
+    counts = {a: len(plan.by_action(a)) for a in Action}
+    assert counts[Action.GENERATE] == 4 and counts[Action.SKIP] == 2
+    assert all("diff" in s.reason for s in plan.by_action(Action.SKIP))
+    assert plan.n_engine_loads == 1
+    assert plan.n_generations(164) == 4 * 164
+
+
+def test_resume_states_come_from_the_files(cells, tmp_path):
+    store = Store(str(tmp_path))
+    writer = StoreWriter(store, "run1", "{}")
+    runnable = [c for c in cells if not c.skipped]
+    done, half, failed, _ = runnable
+    for cell in (done, half):
+        writer.started(cell.key, cell.setting)
+        writer.generated(cell.key, cell.setting, generated(cell.key))
+    score = writer.executed(done.key, done.setting, executed())
+    writer.started(failed.key, failed.setting)
+    writer.failed(failed.key, failed.setting, "RuntimeError", "boom")
+    assert score["pass_at_1"] == pytest.approx(2 / 3)
+    assert score["n_prompt_truncated"] == 1
+
+    plan = plan_settings(cells, build_index(store))
+    actions = {p.key: p.action for p in plan.settings}
+    assert actions[done.key] is Action.DONE
+    assert actions[half.key] is Action.EXECUTE  # generations kept, only executed again
+    assert actions[failed.key] is Action.FAILED
+    assert [p.reason for p in plan.by_action(Action.FAILED)] == ["boom"]
+    assert len(plan.by_action(Action.GENERATE)) == 1
+    retry = plan_settings(cells, build_index(store), retry_failed=True)
+    assert {p.key: p.action for p in retry.settings}[failed.key] is Action.GENERATE
+
+    # a damaged result shard makes a complete setting execute again, never silently "done"
+    (tmp_path / "scores" / f"{done.key}.parquet").write_bytes(b"torn")
+    again = {p.key: p.action for p in plan_settings(cells, build_index(store)).settings}
+    assert again[done.key] is Action.EXECUTE
+
+
+def test_writer_keeps_provenance_and_counts_attempts(cells, tmp_path):
+    store = Store(str(tmp_path))
+    cell = next(c for c in cells if not c.skipped)
+    first = StoreWriter(store, "run1", '{"torch": "x"}')
+    first.started(cell.key, cell.setting)
+    first.generated(cell.key, cell.setting, generated(cell.key))
+    second = StoreWriter(store, "run2", "{}")  # a resumed run that only executes
+    second.started(cell.key, cell.setting)
+    second.executed(cell.key, cell.setting, executed())
+    row = store.read_shard("settings", cell.key).to_pylist()[0]
+    assert row["status"] == "complete" and row["attempts"] == 2 and row["run_id"] == "run2"
+    assert row["hostname"] == "h" and row["generation_s"] == 1.5
+    assert row["library_versions_json"] == '{"torch": "x"}'
+
+
+@pytest.mark.parametrize(("error_type", "action"),
+                         [("ActorDiedError", Action.GENERATE), ("NodeDiedError", Action.GENERATE),
+                          ("RuntimeError", Action.FAILED), ("Timeout", Action.FAILED)])  # fmt: skip
+def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(
+    cells, tmp_path, error_type, action
+):
+    store = Store(str(tmp_path))
+    cell = next(c for c in cells if not c.skipped)
+    writer = StoreWriter(store, "run1", "{}")
+    writer.started(cell.key, cell.setting)
+    writer.failed(cell.key, cell.setting, error_type, "gone")
+    plan = plan_settings(cells, build_index(store))
+    assert {p.key: p.action for p in plan.settings}[cell.key] is action

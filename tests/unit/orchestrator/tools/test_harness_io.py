@@ -1,0 +1,131 @@
+"""BigCode harness generations.json: export, read checks, and the export -> import round trip
+through the real sandbox (5 problems, canonical fixes and one buggy program)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.tools.harness_io import (
+    HarnessFileError,
+    export_entries,
+    read_generations_json,
+    resolve_setting_key,
+    write_generations_json,
+)
+from storage.store import Store
+from tests.fixtures_store import write_canonical_store
+
+
+def _gen(key: str, task: str, index: int, program: str) -> dict:
+    return {"setting_key": key, "task_id": task, "sample_index": index, "prompt": "",
+            "continuation": "", "program": program}  # fmt: skip
+
+
+def test_export_is_one_list_per_problem_in_dataset_order(tmp_path):
+    store = Store(str(tmp_path))
+    key = "a" * 64
+    rows = [_gen(key, f"Python/{t}", s, f"p{t}s{s}") for t in (10, 2, 9) for s in (1, 0)]
+    store.write_rows("generations", key, rows)
+    entries = export_entries(store, key)
+    assert entries == [["p2s0", "p2s1"], ["p9s0", "p9s1"], ["p10s0", "p10s1"]]
+    path = write_generations_json(entries, tmp_path / "out" / "generations.json")
+    assert path.read_text() == json.dumps(entries)  # plain json.dump: ASCII, no indent
+    assert read_generations_json(path) == entries
+    assert resolve_setting_key(store, "aaaa") == key
+
+
+def test_export_of_a_missing_setting_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no generations for setting"):
+        export_entries(Store(str(tmp_path)), "b" * 64)
+    with pytest.raises(FileNotFoundError, match="no setting"):
+        resolve_setting_key(Store(str(tmp_path)), "b")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{}", "non-empty JSON list"),
+        ("[]", "non-empty JSON list"),
+        ('["x"]', "entry 0 is not a non-empty list"),
+        ("[[]]", "entry 0 is not a non-empty list"),
+        ('[["a"], ["b", 3]]', "entry 1, candidate 1 is not a string"),
+        ('[["a"], ["b", "c"]]', "different numbers of samples"),
+        ("[[", "not JSON"),
+    ],
+)
+def test_bad_harness_files(tmp_path, content, fragment):
+    path = tmp_path / "g.json"
+    path.write_text(content)
+    with pytest.raises(HarnessFileError, match=None) as info:
+        read_generations_json(path)
+    assert fragment in str(info.value)
+
+
+@pytest.fixture
+def data_env(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("REPROGRID_DATA_DIR", str(shared_data))
+    monkeypatch.setenv("REPROGRID_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_round_trip_through_the_sandbox_gives_the_same_pass1(
+    tmp_path, problem_set, data_env, capsys
+):
+    root = tmp_path / "store"
+    source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
+    out = tmp_path / "generations.json"
+    assert main(["export-generations", "--store", str(root), "--setting", source[:12],
+                 "--out", str(out)]) == 0  # fmt: skip
+    entries = json.loads(out.read_text())
+    assert len(entries) == 5 and all(len(e) == 1 for e in entries)
+    assert entries[0][0].startswith("from typing import List\n\n\ndef has_close_elements")
+
+    args = ["import-generations", str(out), "--model", "tiny", "--store", str(root), "--json",
+            "--setting", "template=own", "decoding=greedy", "max_length=2048",
+            "dtype=fp32"]  # fmt: skip
+    capsys.readouterr()
+    assert main(args) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["pass_at_1"] == pytest.approx(0.8) and outcome["n_passed"] == 4
+    key = outcome["setting_key"]
+    assert key != source
+
+    store = Store(str(root))
+    scores = pd.read_parquet(root / "scores").set_index("setting_key")
+    assert scores.loc[key, "pass_at_1"] == scores.loc[source, "pass_at_1"] == pytest.approx(0.8)
+    [setting] = store.read_shard("settings", key).to_pylist()
+    assert (setting["status"], setting["backend"], setting["limit"]) == ("complete", "replay", 5)
+    assert setting["template"] == "yi" and setting["model_name"] == "tiny"
+    assert (
+        json.loads(setting["setting_json"])["engine"]["replay_sha256"] == outcome["replay_sha256"]
+    )
+    gens = store.read_shard("generations", key).to_pylist()
+    assert [g["program"] for g in gens] == [e[0] for e in entries]
+    assert {g["continuation"] for g in gens} == {""}
+    execs = store.read_shard("executions", key).to_pylist()
+    assert [e["passed"] for e in execs] == [True, True, True, False, True]
+    runs = pd.read_parquet(root / "runs")
+    assert "import-generations" in set(runs.command)
+
+    # Importing the same file again rewrites the same setting (same key, no duplicates).
+    capsys.readouterr()
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["setting_key"] == key
+    assert len(store.read_table("executions", [key])) == 5
+
+
+def test_import_refuses_a_sweep_and_a_limit_mismatch(tmp_path, data_env, capsys):
+    path = tmp_path / "g.json"
+    write_generations_json([["def f():\n    pass\n"]] * 3, path)
+    store = ["--store", str(tmp_path / "s")]
+    assert main(["import-generations", str(path), "--model", "tiny", *store,
+                 "--setting", "template=own,instruct"]) == 2  # fmt: skip
+    assert "scores one setting" in capsys.readouterr().err
+    assert main(["import-generations", str(path), "benchmark.limit=4", "--model", "tiny",
+                 *store]) == 2  # fmt: skip
+    assert "the file has 3 problems but the setting selects 4" in capsys.readouterr().err
+    assert main(["import-generations", str(path), "--model", "nonexistent", *store]) == 2
+    assert "Unknown model" in capsys.readouterr().err
