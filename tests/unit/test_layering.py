@@ -1,87 +1,225 @@
-"""The import directions of DESIGN.md, enforced with `ast` (STYLE rule 4, 10)."""
+"""The wing rules of DESIGN.md and docs/architecture.md, enforced with `ast`.
+
+Each rule is a function of one parsed module (its dotted name, its imports, the builtins it
+calls) returning what it objects to. Every module of the project must pass every rule, and each
+fixture in `layering_fixtures/` (a module that breaks one rule on purpose, checked as if it had
+the module name its first line gives) must be caught by exactly the rule it names: a rule that
+cannot fail fails here.
+"""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = {"torch", "transformers", "vllm", "bitsandbytes", "accelerate"}
+FIXTURES = Path(__file__).resolve().parent / "layering_fixtures"
 PACKAGES = ("orchestrator", "workers", "storage")
+HEAVY = frozenset({"torch", "transformers", "vllm", "bitsandbytes", "accelerate"})
+# What the analysis wing may import: pure standard-library modules, numpy, the orchestrator's
+# errors, itself, and the contract types (keys, specs, literature rows).
+ANALYSIS_ALLOWED = frozenset({
+    "__future__", "collections", "dataclasses", "decimal", "difflib", "enum", "fractions",
+    "functools", "itertools", "json", "math", "numbers", "operator", "re", "statistics",
+    "typing", "numpy", "orchestrator.errors", "orchestrator.analysis", "workers.keys",
+    "workers.spec", "storage.literature",
+})  # fmt: skip
+ANALYSIS_FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "__import__"})
+# The report wing reads stores and renders; it never reads config, talks to Ray or loads a
+# model.
+REPORT_FORBIDDEN = frozenset({
+    "orchestrator.run", "orchestrator.tools", "hydra", "omegaconf", "ray", "workers.backends",
+    "workers.session", "workers.tasks", "workers.sandbox", "workers.execution", *HEAVY,
+})  # fmt: skip
+# How the run wing sees the workers: contract types, the task entry points, the registry.
+RUN_WORKERS_ALLOWED = frozenset({
+    "workers.spec", "workers.keys", "workers.tasks", "workers.benchmarks.base",
+    "workers.benchmarks.registry",
+})  # fmt: skip
+RAY_MODULES = frozenset({"orchestrator.run.dispatch", "workers.tasks"})
 
 
-def modules(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted module name, e.g. "orchestrator.report.build"
+    imports: frozenset[str]  # every absolute import, anywhere in the file
+    top_imports: frozenset[str]  # imports executed when the module is imported
+    calls: frozenset[str]  # names of plain function calls (`open(...)`)
 
 
-def imports(path: Path, top_level_only: bool = False) -> set[str]:
+def parse(path: Path, name: str) -> Module:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    names = set()
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+
+    def names(nodes) -> set[str]:
+        out: set[str] = set()
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                out |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out.add(node.module)
+        return out
+
+    calls = {
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    return Module(name, frozenset(names(ast.walk(tree))), frozenset(names(tree.body)),
+                  frozenset(calls))  # fmt: skip
 
 
-def roots(names: set[str]) -> set[str]:
-    return {n.split(".")[0] for n in names}
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
-@pytest.mark.parametrize("path", modules("workers"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_workers_never_import_orchestrator(path):
-    assert "orchestrator" not in roots(imports(path))
+def hits(imports: frozenset[str], packages) -> list[str]:
+    return sorted(i for i in imports if any(within(i, p) for p in packages))
 
 
-@pytest.mark.parametrize("path", modules("storage"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_storage_imports_nothing_of_the_project(path):
-    assert not roots(imports(path)) & {"orchestrator", "workers"}
+# -- the rules ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "path",
-    [p for pkg in PACKAGES for p in modules(pkg)],
-    ids=lambda p: str(p.relative_to(ROOT)),
-)
-def test_heavy_libraries_only_under_workers_backends(path):
-    if path.is_relative_to(ROOT / "workers" / "backends"):
-        return
-    assert not roots(imports(path)) & HEAVY
+def nothing_imports_the_cli(m: Module) -> list[str]:
+    if within(m.name, "orchestrator.cli"):
+        return []
+    return hits(m.imports, ["orchestrator.cli"])
 
 
-@pytest.mark.parametrize(
-    "path", [p for pkg in PACKAGES for p in modules(pkg)], ids=lambda p: str(p.relative_to(ROOT))
-)
-def test_ray_only_in_dispatch_and_worker_tasks(path):
-    allowed = {ROOT / "orchestrator" / "dispatch.py", ROOT / "workers" / "tasks.py"}
-    if path in allowed:
-        return
-    assert "ray" not in roots(imports(path))
+def analysis_is_pure(m: Module) -> list[str]:
+    if not within(m.name, "orchestrator.analysis"):
+        return []
+    bad = [i for i in sorted(m.imports) if not any(within(i, a) for a in ANALYSIS_ALLOWED)]
+    return bad + [f"calls {c}()" for c in sorted(m.calls & ANALYSIS_FORBIDDEN_CALLS)]
 
 
-@pytest.mark.parametrize("path", modules("orchestrator"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_orchestrator_reaches_backends_only_lazily(path):
-    """The driver may call a backend helper inside a command (e.g. a tokenizer for `prompts`),
+def report_never_reads_config_ray_or_backends(m: Module) -> list[str]:
+    if not within(m.name, "orchestrator.report"):
+        return []
+    return hits(m.imports, REPORT_FORBIDDEN)
+
+
+def run_sees_workers_through_contracts(m: Module) -> list[str]:
+    if not within(m.name, "orchestrator.run"):
+        return []
+    workers = [i for i in hits(m.imports, ["workers"]) if i not in RUN_WORKERS_ALLOWED]
+    return workers + hits(m.imports, ["orchestrator.report", "orchestrator.tools"])
+
+
+def ray_only_in_dispatch_and_tasks(m: Module) -> list[str]:
+    if m.name in RAY_MODULES:
+        return []
+    return hits(m.imports, ["ray"])
+
+
+def heavy_libraries_only_in_backends(m: Module) -> list[str]:
+    if within(m.name, "workers.backends"):
+        return []
+    return hits(m.imports, HEAVY)
+
+
+def workers_never_import_orchestrator(m: Module) -> list[str]:
+    return hits(m.imports, ["orchestrator"]) if within(m.name, "workers") else []
+
+
+def storage_imports_nothing_of_the_project(m: Module) -> list[str]:
+    if not within(m.name, "storage"):
+        return []
+    return hits(m.imports, ["orchestrator", "workers"])
+
+
+def orchestrator_reaches_backends_only_lazily(m: Module) -> list[str]:
+    """The driver may call a backend helper inside a command (a tokenizer for `prompts`),
     never at import time."""
-    assert not any(n.startswith("workers.backends") for n in imports(path, top_level_only=True))
+    if not within(m.name, "orchestrator"):
+        return []
+    return hits(m.top_imports, ["workers.backends"])
 
 
-def test_importing_the_cli_loads_no_gpu_library():
+RULES: dict[str, Callable[[Module], list[str]]] = {
+    f.__name__: f
+    for f in (
+        nothing_imports_the_cli,
+        analysis_is_pure,
+        report_never_reads_config_ray_or_backends,
+        run_sees_workers_through_contracts,
+        ray_only_in_dispatch_and_tasks,
+        heavy_libraries_only_in_backends,
+        workers_never_import_orchestrator,
+        storage_imports_nothing_of_the_project,
+        orchestrator_reaches_backends_only_lazily,
+    )
+}
+
+
+def project_modules() -> list[Module]:
+    out = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out.append(parse(path, name))
+    return out
+
+
+MODULES = project_modules()
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_every_module_keeps_the_rule(rule):
+    broken = {m.name: v for m in MODULES if (v := RULES[rule](m))}
+    assert broken == {}
+
+
+def fixture_cases() -> list[tuple[Path, str, str]]:
+    cases = []
+    for path in sorted(FIXTURES.glob("*.py")):
+        head = path.read_text(encoding="utf-8").splitlines()[0]
+        _, _, name, _, rule = head.split()  # "# as: <module> breaks: <rule>"
+        cases.append((path, name, rule))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "name", "rule"), fixture_cases(), ids=lambda v: v.stem if isinstance(v, Path) else str(v))
+def test_each_rule_catches_its_fixture(path, name, rule):
+    module = parse(path, name)
+    objecting = {r for r, check in RULES.items() if check(module)}
+    assert objecting == {rule}
+
+
+def test_every_rule_has_a_fixture():
+    assert {rule for _, _, rule in fixture_cases()} == set(RULES)
+
+
+def test_the_wings_exist_and_nothing_is_left_flat():
+    """orchestrator/ holds only its wings (and the shared errors module)."""
+    flat = sorted(p.name for p in (ROOT / "orchestrator").glob("*.py"))
+    assert flat == ["__init__.py", "errors.py"]
+    folders = (ROOT / "orchestrator").iterdir()
+    wings = sorted(p.name for p in folders if (p / "__init__.py").exists())
+    assert wings == ["analysis", "cli", "report", "run", "tools"]
+
+
+def test_importing_the_driver_loads_no_gpu_library():
     """Everything the driver runs (also as a Ray client on a laptop: docs/cluster.md) imports
     no GPU library; tests/integration/test_multinode.py runs a `ray://` driver without them."""
+    driver = [
+        "orchestrator.cli", "orchestrator.run.dispatch", "orchestrator.run.runner",
+        "orchestrator.run.estimate", "orchestrator.report.status", "orchestrator.report.build",
+        "orchestrator.report.render", "orchestrator.report.planview", "storage.store",
+        "storage.index", "workers.benchmarks.registry", "ray.util.client",
+    ]  # fmt: skip
     code = (
-        "import sys, orchestrator.cli, orchestrator.run.dispatch, orchestrator.run.runner,"
-        " orchestrator.report.status, orchestrator.report.build, orchestrator.cli.report, orchestrator.report.planview,"
-        " storage.store, storage.index, ray.util.client;"
-        "heavy = sorted(m for m in ('torch','transformers','vllm','bitsandbytes')"
-        " if m in sys.modules);"
-        "print(','.join(heavy))"
+        f"import sys, {', '.join(driver)};"
+        "from workers.benchmarks.registry import get_benchmark;"
+        "[get_benchmark(n) for n in ('humanevalfix', 'infibench')];"
+        "print(','.join(sorted(m for m in ('torch','transformers','vllm','bitsandbytes')"
+        " if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -4,7 +4,15 @@ import dataclasses
 
 import pytest
 
-from workers.keys import KeyError_, canonical_json, sample_seed, setting_key
+from workers.keys import (
+    KEY_SCHEMA_VERSION,
+    UnkeyableValue,
+    call_seed,
+    canonical_json,
+    engine_key,
+    sample_seed,
+    setting_key,
+)
 from workers.spec import (
     BackendName,
     BenchmarkSpec,
@@ -12,12 +20,14 @@ from workers.spec import (
     Dtype,
     EngineSpec,
     HfOptions,
+    LengthSemantics,
     ModelSpec,
     Quant,
     SeedPolicy,
     SettingSpec,
     Tuning,
-)  # fmt: skip
+    VllmOptions,
+)
 
 MODEL = ModelSpec("m", "org/model", "abc123", "fam", 1.0, Tuning.BASE, "instruct")
 GREEDY = DecodingSpec("greedy", False)
@@ -41,7 +51,7 @@ def test_canonical_json_is_sorted_and_compact():
 
 @pytest.mark.parametrize("bad", [{1: "x"}, {"a": object()}, {"a": float("nan")}, {"a": {1, 2}}])
 def test_canonical_json_rejects_non_json_values(bad):
-    with pytest.raises(KeyError_):
+    with pytest.raises(UnkeyableValue):
         canonical_json(bad)
 
 
@@ -93,5 +103,55 @@ def test_backend_options_that_cannot_change_outputs_are_not_keyed():
 def test_sample_seeds_are_pure_and_distinct():
     seeds = {sample_seed("k", f"Python/{i}", j) for i in range(50) for j in range(4)}
     assert len(seeds) == 200
-    assert sample_seed("k", "Python/0", 0) == sample_seed("k", "Python/0", 0)
     assert all(0 <= s < 2**63 for s in seeds)
+
+
+# -- pins: the keys of fixed settings, as literals -------------------------------------------------
+# A change to key derivation orphans every stored result. If one of these fails, the change was
+# either an accident (undo it) or deliberate: then bump KEY_SCHEMA_VERSION (or add a field to the
+# keys of the one class of settings whose meaning changed), update the literals here, and say in
+# the changelog which stores it invalidates.
+
+T08 = DecodingSpec("t0.8", True, 0.8, 0.95, 0)
+PINNED = {
+    "ad11ebac2d7d0e83cd615d16fb8cd1db84b967042dad1736efd86de099957982": setting(),
+    "d8b2ef162be3c0054a5bd5421f7ab26f584be29c4a1666d94a04b441d60e8d23": setting(
+        engine=EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.INT4)
+    ),
+    "b5d8f9f71874f2dc8684ffd073e2f326c60a59aca04a591ce5a4dfad7b846370": setting(
+        engine=EngineSpec(
+            MODEL, BackendName.VLLM, Dtype.BF16, Quant.NONE, vllm=VllmOptions(batch_invariant=True)
+        )
+    ),
+    "5e5ca29e5fcedbed06b546d2d59da249a577cdf72b3dd72a33d785767fcd91e1": setting(
+        decoding=T08, n_samples=5, seed=1, seed_policy=SeedPolicy.PER_SAMPLE
+    ),
+    "f1e44a9306b5e1a748e35edb1a02f3de90b7d39e22ab8cdee2b879b8ac0ea955": setting(
+        decoding=T08, n_samples=4, samples_per_call=2
+    ),
+    "d7815e1caac915486c39562483d1ad0321215a75fc4738caf8e27a9118e1d2d8": setting(
+        benchmark=BenchmarkSpec("humanevalfix", "docs", "datahash", limit=10),
+        max_length=512,
+        length_semantics=LengthSemantics.NEW_TOKENS,
+    ),
+    "aab750d79adbb3c6c3587c8eb5baa892e6a50a729307c4d90e1291efbe4856cc": setting(
+        engine=EngineSpec(
+            MODEL, BackendName.REPLAY, Dtype.BF16, Quant.NONE, replay_path="x.jsonl",
+            replay_sha256="r" * 64,
+        )
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("expected", PINNED)
+def test_setting_keys_are_pinned(expected):
+    assert setting_key(PINNED[expected]) == expected
+
+
+def test_engine_key_and_seeds_are_pinned():
+    engine = setting().engine
+    assert engine_key(engine) == "66b8fe59dc0997a1db5ec238897bc851cdfa0f44f9ef189e47e7f64a23b1c207"
+    assert sample_seed("k", "Python/0", 0) == 6153754597186695452
+    assert sample_seed("k", "Python/163", 3) == 7033171575586217675
+    assert call_seed("k", "Python/0", 1) == 4102228545829016149
+    assert KEY_SCHEMA_VERSION == 1
