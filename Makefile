@@ -51,16 +51,16 @@ demo: $(STAMP)
 bench: bench-sandbox bench-grid bench-backends
 
 bench-sandbox: $(STAMP)
-	$(BIN)/python benchmarks/sandbox_throughput.py
+	$(BIN)/python perf/sandbox_throughput.py
 
 bench-grid: $(STAMP)
-	$(BIN)/python benchmarks/grid_vs_naive.py
+	$(BIN)/python perf/grid_vs_naive.py
 
 bench-backends: $(STAMP)
-	$(BIN)/python benchmarks/backends.py
+	$(BIN)/python perf/backends.py
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check orchestrator workers storage tests benchmarks
+	$(BIN)/python -m ruff check orchestrator workers storage tests perf
 
 clean:
 	rm -rf $(VENV) results

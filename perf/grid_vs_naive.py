@@ -5,8 +5,8 @@ as CPU tasks overlapping generation). Naive: what running the harness once per s
 a fresh process per setting that imports the libraries, loads the model, generates, then
 executes the programs.
 
-    python benchmarks/grid_vs_naive.py --limit 10            # tiny model, paper60 grid
-    python benchmarks/grid_vs_naive.py --grid engine12 --limit 20 --naive-settings 12
+    python perf/grid_vs_naive.py --limit 10            # tiny model, paper60 grid
+    python perf/grid_vs_naive.py --grid engine12 --limit 20 --naive-settings 12
 
 Data from REPROGRID_DATA_DIR; the tiny model is built on first use in REPROGRID_CACHE_DIR.
 """
@@ -73,7 +73,7 @@ def main() -> None:
     for i, cell in enumerate(naive_cells):
         spec = work / f"naive-{i}.pkl"
         with open(spec, "wb") as fh:
-            pickle.dump((cell.key, cell.setting, prepared.benchmark.adapter,
+            pickle.dump((cell.key, cell.setting, prepared.benchmark,
                          prepared.config.limits), fh)  # fmt: skip
         subprocess.run([sys.executable, __file__, "--child", str(spec)], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

@@ -12,8 +12,8 @@ number of tokens reprogrid generated per sequence (ignore_eos, no stop strings):
 tokens/s over bare tokens/s is the orchestration overhead. With --repeats N both are timed N
 times, alternating, with the prefix cache reset before each run; the fastest run counts.
 
-    python benchmarks/backends.py                                    # tiny + smollm2-135m
-    python benchmarks/backends.py --models tiny --limit 40 --threads 1
+    python perf/backends.py                                    # tiny + smollm2-135m
+    python perf/backends.py --models tiny --limit 40 --threads 1
 
 Models are built on first use in REPROGRID_CACHE_DIR (default ~/.cache/reprogrid); data from
 REPROGRID_DATA_DIR. --threads sets the CPU threads of both backends (OMP_NUM_THREADS).
@@ -47,7 +47,7 @@ def _unit(model: str, limit: int, backend: str):
     prepared = prepare(load_run_config(overrides))
     cells = [c for c in prepared.cells if not c.skipped]
     engine = unit_engine(cells[0].setting.engine, [c.setting for c in cells])
-    return prepared.benchmark.adapter, engine, [(c.key, c.setting) for c in cells]
+    return prepared.benchmark, engine, [(c.key, c.setting) for c in cells]
 
 
 def _session_run(session, items) -> tuple[float, list]:

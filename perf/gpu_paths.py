@@ -1,7 +1,7 @@
 """The transformers backend's CUDA paths on the tiny model: every precision of the study's grid,
 generation time and output agreement with fp32. A check for a GPU machine, not a test.
 
-    python benchmarks/gpu_paths.py --prompts 32
+    python perf/gpu_paths.py --prompts 32
 """
 
 from __future__ import annotations

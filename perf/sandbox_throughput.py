@@ -8,8 +8,8 @@ Runs the 164 canonical HumanEvalFix programs (tests variant), each listed twice,
       and exec()s the program, with NumPy already imported in the parent.
 and prints jobs/s, programs executed/s, the ratios and the pass counts (all should pass).
 
-    REPROGRID_DATA_DIR=../shared/data python benchmarks/sandbox_throughput.py
-    python benchmarks/sandbox_throughput.py --data-dir ../shared/data --workers 4
+    REPROGRID_DATA_DIR=../shared/data python perf/sandbox_throughput.py
+    python perf/sandbox_throughput.py --data-dir ../shared/data --workers 4
 
 The reference runs the programs unsandboxed in this process's children: use it only on the
 canonical solutions, as here.
