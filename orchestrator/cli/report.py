@@ -106,7 +106,8 @@ def _default_out(store: str) -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.analysis.effects import parse_baseline
-    from orchestrator.report.build import ReportOptions, build_report
+    from orchestrator.report.build import build_report
+    from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
 
     formats = parse_formats(args.format)

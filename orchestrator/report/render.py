@@ -23,7 +23,7 @@ import pandas as pd
 from orchestrator.report import plots
 
 if TYPE_CHECKING:
-    from orchestrator.report.build import ReportData
+    from orchestrator.report.data import ReportData
 
 logger = logging.getLogger(__name__)
 

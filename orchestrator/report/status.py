@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from storage.index import build_index
+from storage.index import SettingState, build_index
 from storage.schema import SettingStatus
 from storage.store import Store
 
@@ -16,16 +16,7 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     """Status of the settings of one run's grid (default: the latest run) and of every other
     setting in the store. `running` rows whose writer is gone are shown as `pending`
     (interrupted; the next run resumes them)."""
-    runs = sorted(store.read_table("runs").to_pylist(), key=lambda r: r["started_at"])
-    run = (
-        next((r for r in runs if r["run_id"] == run_id), None)
-        if run_id
-        else (runs[-1] if runs else None)
-    )
-    if run_id and run is None:
-        raise ValueError(
-            f"unknown run {run_id!r}; runs: {', '.join(r['run_id'] for r in runs) or 'none'}"
-        )
+    run = _select_run(store.read_table("runs").to_pylist(), run_id)
     index = build_index(store)
     settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
     keys = list(run["setting_keys"]) if run else []
@@ -34,61 +25,72 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     failures = []
     for key in keys:
-        row = settings.get(key)
-        state = index.get(key)
-        if row is None or state is None:
-            status = SettingStatus.PENDING.value
-            model, engine = "?", "?"
-        else:
-            status = state.status.value
-            if state.status is SettingStatus.COMPLETE and not state.complete:
-                status = SettingStatus.PENDING.value  # a result shard is missing: will be redone
-            if state.status is SettingStatus.RUNNING and not live:
-                status = SettingStatus.PENDING.value
-            model = row["model_name"]
-            engine = f"{row['backend']}/{row['dtype']}/{row['quant']}"
-            if status == SettingStatus.FAILED.value:
-                failures.append(
-                    {
-                        "setting_key": key,
-                        "model": model,
-                        "engine": engine,
-                        "error_type": row.get("error_type"),
-                        "error": row.get("status_reason"),
-                        "template": row.get("template"),
-                        "decoding": row.get("decoding"),
-                        "max_length": row.get("max_length"),
-                    }
-                )
-        group = groups.setdefault((model, engine), {"model": model, "engine": engine,
-                                                    **{s: 0 for s in STATUSES}})  # fmt: skip
+        row, state = settings.get(key), index.get(key)
+        status = _shown_status(state, live) if row is not None else SettingStatus.PENDING.value
+        model = row["model_name"] if row is not None and state is not None else "?"
+        engine = _engine_label(row) if row is not None and state is not None else "?"
+        if status == SettingStatus.FAILED.value:
+            failures.append(_failure(key, row, model, engine))
+        group = groups.setdefault(
+            (model, engine), {"model": model, "engine": engine, **{s: 0 for s in STATUSES}}
+        )
         group[status] += 1
-    totals = defaultdict(int)
+    totals: dict[str, int] = defaultdict(int)
     for g in groups.values():
         for s in STATUSES:
             totals[s] += g[s]
+    run_fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
     return {
         "store": store.uri,
-        "run": {
-            k: run[k]
-            for k in ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
-        }
-        if run
-        else None,  # fmt: skip
+        "run": {k: run[k] for k in run_fields} if run else None,
         "writer_active": live,
         "totals": dict(totals),
         "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
         "failed": failures,
         "skipped": [
-            {
-                "setting_key": k,
-                "model": settings[k]["model_name"],
-                "reason": settings[k]["status_reason"],
-            }
+            {"setting_key": k, "model": settings[k]["model_name"],
+             "reason": settings[k]["status_reason"]}
             for k in keys
             if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
-        ],
+        ],  # fmt: skip
     }
+
+
+def _select_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:
+    """The run asked for, or the latest one (None when the store has no runs)."""
+    runs = sorted(runs, key=lambda r: r["started_at"])
+    if run_id is None:
+        return runs[-1] if runs else None
+    run = next((r for r in runs if r["run_id"] == run_id), None)
+    if run is None:
+        raise ValueError(
+            f"unknown run {run_id!r}; runs: {', '.join(r['run_id'] for r in runs) or 'none'}"
+        )
+    return run
+
+
+def _shown_status(state: SettingState | None, writer_active: bool) -> str:
+    if state is None:
+        return SettingStatus.PENDING.value
+    if state.status is SettingStatus.COMPLETE and not state.complete:
+        return SettingStatus.PENDING.value  # a result shard is missing: will be redone
+    if state.status is SettingStatus.RUNNING and not writer_active:
+        return SettingStatus.PENDING.value
+    return state.status.value
+
+
+def _engine_label(row: dict[str, Any]) -> str:
+    return f"{row['backend']}/{row['dtype']}/{row['quant']}"
+
+
+def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> dict[str, Any]:
+    row = row or {}
+    return {
+        "setting_key": key, "model": model, "engine": engine,
+        "error_type": row.get("error_type"), "error": row.get("status_reason"),
+        "template": row.get("template"), "decoding": row.get("decoding"),
+        "max_length": row.get("max_length"),
+    }  # fmt: skip
 
 
 def render_status(data: dict[str, Any]) -> str:

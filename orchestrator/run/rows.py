@@ -180,7 +180,6 @@ def score_row(
         c_by_task[row["task_id"]] += int(bool(row["passed"]))
     tasks = sorted(n_by_task)
     scores = pass_at_k([n_by_task[t] for t in tasks], [c_by_task[t] for t in tasks])
-    engine, decoding = setting.engine, setting.decoding
     row = {
         "setting_key": key,
         "benchmark": setting.benchmark.name,
@@ -193,14 +192,44 @@ def score_row(
         "pass_at_1": scores.get(1),
         "pass_at_10": scores.get(10),
         "pass_at_100": scores.get(100),
+        **_flag_counts(generations, executions),
+        "details": json.dumps(
+            {"outcomes": _count(r["outcome"] for r in executions)}, sort_keys=True
+        ),
+        **_setting_copy(setting),
+    }
+    if summary is not None:
+        details = json.loads(row["details"])
+        details.update(json.loads(summary.details_json or "{}"))
+        row.update(
+            metric=summary.metric,
+            value=summary.value,
+            value_std=summary.value_std,
+            n_problems=summary.n_problems,
+            n_unscorable=summary.n_unscorable,
+            details=json.dumps(details, sort_keys=True),
+        )
+    return row
+
+
+def _flag_counts(
+    generations: Sequence[Mapping[str, Any]], executions: Sequence[Mapping[str, Any]]
+) -> dict[str, int]:
+    """Samples with a truncated prompt, a length-limit hit, a harness decode misalignment; and
+    executions that timed out."""
+    return {
         "n_prompt_truncated": sum(bool(g["prompt_truncated"]) for g in generations),
         "n_hit_length_limit": sum(bool(g["hit_length_limit"]) for g in generations),
         "n_decode_mismatch": sum(bool(g["decode_mismatch"]) for g in generations),
         "n_timeout": sum(r["outcome"] == Outcome.TIMEOUT.value for r in executions),
         "n_unscorable": 0,
-        "details": json.dumps(
-            {"outcomes": _count(r["outcome"] for r in executions)}, sort_keys=True
-        ),
+    }
+
+
+def _setting_copy(setting: SettingSpec) -> dict[str, Any]:
+    """The setting's fields the scores table repeats, so that it reads on its own."""
+    engine, decoding = setting.engine, setting.decoding
+    return {
         "model_name": engine.model.name,
         "model_family": engine.model.family,
         "model_size_b": engine.model.size_b,
@@ -217,18 +246,6 @@ def score_row(
         "length_semantics": setting.length_semantics.value,
         "seed": setting.seed,
     }
-    if summary is not None:
-        details = json.loads(row["details"])
-        details.update(json.loads(summary.details_json or "{}"))
-        row.update(
-            metric=summary.metric,
-            value=summary.value,
-            value_std=summary.value_std,
-            n_problems=summary.n_problems,
-            n_unscorable=summary.n_unscorable,
-            details=json.dumps(details, sort_keys=True),
-        )
-    return row
 
 
 def _count(values) -> dict[str, int]:

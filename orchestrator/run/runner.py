@@ -130,8 +130,6 @@ def run_grid(
     command: str = "run",
 ) -> RunOutcome:
     """Run every setting of the grid that the store does not hold yet."""
-    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray
-
     config = prepared.config
     store = Store(config.store)
     run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
@@ -149,31 +147,14 @@ def run_grid(
         )  # fmt: skip
         for item in plan.by_action(Action.SKIP):
             writer.skipped(item.key, item.setting, item.reason or "")
+        _log_plan(plan)
         work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
-        logger.info(
-            "plan: %d settings, %d done, %d to generate (%d engine loads), %d to execute, "
-            "%d skipped, %d failed earlier",
-            len(plan.settings), len(plan.by_action(Action.DONE)),
-            len(plan.by_action(Action.GENERATE)), plan.n_engine_loads,
-            len(plan.by_action(Action.EXECUTE)), len(plan.by_action(Action.SKIP)),
-            len(plan.by_action(Action.FAILED)),
-        )  # fmt: skip
         progress = Progress(total=work, stream=stream or sys.stderr)
         status = "finished"
         summary = None
         try:
             if work:
-                start_ray(config.cluster)
-                options = DispatchOptions(config.cluster, config.limits, config.exec_workers)
-                dispatcher = Dispatcher(
-                    plan, {config.benchmark.name: prepared.benchmark}, writer,
-                    options, progress,
-                )  # fmt: skip
-                try:
-                    summary = dispatcher.run()
-                except BaseException:
-                    dispatcher.abort()
-                    raise
+                summary = _dispatch(prepared, plan, writer, progress)
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -194,3 +175,31 @@ def run_grid(
         engine_loads=summary.engine_loads if summary else 0,
         scores=summary.scores if summary else {},
     )
+
+
+def _log_plan(plan: Plan) -> None:
+    logger.info(
+        "plan: %d settings, %d done, %d to generate (%d engine loads), %d to execute, "
+        "%d skipped, %d failed earlier",
+        len(plan.settings), len(plan.by_action(Action.DONE)),
+        len(plan.by_action(Action.GENERATE)), plan.n_engine_loads,
+        len(plan.by_action(Action.EXECUTE)), len(plan.by_action(Action.SKIP)),
+        len(plan.by_action(Action.FAILED)),
+    )  # fmt: skip
+
+
+def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
+    """Start (or connect to) Ray and drain the plan; the dispatcher's summary."""
+    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray
+
+    config = prepared.config
+    start_ray(config.cluster)
+    options = DispatchOptions(config.cluster, config.limits, config.exec_workers)
+    dispatcher = Dispatcher(
+        plan, {config.benchmark.name: prepared.benchmark}, writer, options, progress
+    )
+    try:
+        return dispatcher.run()
+    except BaseException:
+        dispatcher.abort()
+        raise

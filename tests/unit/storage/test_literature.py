@@ -129,7 +129,7 @@ def test_the_mapping_loads_and_checks(tmp_path):
 
 
 def test_the_shipped_mapping_names_configured_models_and_literature_rows():
-    from orchestrator.report.build import load_mapping
+    from orchestrator.report.grid import load_mapping
     from orchestrator.run.config import available
 
     mapping = load_mapping()

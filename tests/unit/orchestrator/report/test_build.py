@@ -239,7 +239,8 @@ def test_a_store_of_tiny_models_says_there_are_no_literature_rows(tmp_path, prob
 
 
 def test_an_empty_store_gives_an_empty_report(tmp_path):
-    from orchestrator.report.build import ReportOptions, build_report
+    from orchestrator.report.build import build_report
+    from orchestrator.report.data import ReportOptions
 
     data = build_report(str(tmp_path / "nothing"), ReportOptions(n_resamples=10))
     assert data.table("grid").empty and data.table("literature").empty

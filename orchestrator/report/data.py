@@ -1,0 +1,64 @@
+"""The report's data types: its options, its tables and what the figures are drawn from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.analysis.effects import DEFAULT_BASELINE, EffectPair
+from orchestrator.analysis.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+
+# A model's own template by model name, for settings rows that do not record their template
+# kind (None: unknown). The report wing never reads config; the CLI passes this in.
+OwnTemplateLookup = Callable[[str], str | None]
+
+
+def _unknown_own_template(model_name: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    literature_path: str | None = None  # None: the CSV shipped in storage/data/
+    mapping_path: str | None = None  # None: storage/data/humanevalfix-mapping.yaml
+    own_template_of: OwnTemplateLookup = _unknown_own_template
+    baseline: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BASELINE))
+    n_resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples per setting
+    confidence: float = DEFAULT_CONFIDENCE
+    seed: int = DEFAULT_SEED  # bootstrap seed (the same for every setting)
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    name: str  # file stem (<name>.csv), JSON key; titles live in render.TABLES
+    frame: pd.DataFrame
+    group_by: str | None = None  # md/html/tex: one sub-table per value of this column
+
+
+@dataclass(frozen=True)
+class ModelLiterature:
+    """Figure 1 inputs for one model: its measured scores and the values papers report."""
+
+    model_name: str
+    scores_pct: tuple[float, ...]
+    reported: tuple[tuple[float, str, str], ...]  # (value, source id, status)
+
+
+@dataclass(frozen=True)
+class ReportData:
+    store: str
+    generated_at: str
+    tables: tuple[ReportTable, ...]
+    notes: tuple[str, ...]
+    literature_figure: tuple[ModelLiterature, ...]  # Figure 1 inputs
+    effect_pairs: tuple[EffectPair, ...]  # Figure 2 inputs
+    options: dict[str, Any]
+
+    def table(self, name: str) -> pd.DataFrame:
+        for t in self.tables:
+            if t.name == name:
+                return t.frame
+        raise KeyError(f"no table {name!r}; tables: {', '.join(t.name for t in self.tables)}")
