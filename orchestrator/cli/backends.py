@@ -1,20 +1,16 @@
 """Subcommands comparing backends: `compare-backends` and `repeat-check` (docs/vllm.md).
 
-Registered into `reprogrid` by orchestrator/cli.py (`register(subparsers)` and `COMMANDS`). The
-logic is in orchestrator/compare.py; `repeat-check` loads a backend in this process, imported
-inside the command only.
+Registered into `reprogrid` by orchestrator/cli/main.py (`register(subparsers)`, `COMMANDS`).
+The logic is in orchestrator/analysis/agreement.py (pure), report/compare.py (the store) and
+tools/repeat_check.py, which loads a backend in this process, imported inside the command.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
-DEFAULT_STORE = "results"
-
-
-def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+from orchestrator.cli.common import DEFAULT_STORE
+from orchestrator.cli.common import out as _out
 
 
 def register(sub) -> None:
@@ -51,7 +47,7 @@ def register(sub) -> None:
 
 
 def cmd_compare_backends(args) -> int:
-    from orchestrator.tools.repeat_check import compare_backends, render_comparison
+    from orchestrator.report.compare import compare_backends, render_comparison
     from storage.store import Store
 
     data = compare_backends(Store(args.store))

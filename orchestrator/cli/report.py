@@ -1,6 +1,6 @@
 """Subcommands for reading a store: `report`, `export-generations`, `import-generations`.
 
-Registered into `reprogrid` by orchestrator/cli.py (`register(subparsers)` and `COMMANDS`).
+Registered into `reprogrid` by orchestrator/cli/main.py (`register(subparsers)` and `COMMANDS`).
 Options are documented in docs/report.md.
 """
 
@@ -9,15 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 
-DEFAULT_STORE = "results"
+from orchestrator.cli.common import DEFAULT_STORE
+from orchestrator.cli.common import out as _out
+
 logger = logging.getLogger(__name__)
-
-
-def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
 
 
 def register(sub) -> None:

@@ -1,0 +1,91 @@
+"""`run`, `plan`, `status`: a grid against a store."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.cli.common import add_overrides as _add_overrides
+from orchestrator.cli.common import out as _out
+
+
+def register(sub) -> None:
+    """Add `run`, `plan` and `status` to the subparsers."""
+    p = sub.add_parser("run", help="run every setting of a grid that the store does not hold")
+    _add_overrides(p)
+    p.add_argument("--retry-failed", action="store_true", help="also re-run failed settings")
+    p.add_argument(
+        "--wait-lock", type=float, default=0.0, metavar="SECONDS",
+        help="wait this long for another run on the same store to finish (default: exit)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    p = sub.add_parser("plan", help="dry run: what is done, what will run, what is skipped")
+    _add_overrides(p)
+    p.add_argument("--retry-failed", action="store_true", help="plan failed settings to re-run")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+    p = sub.add_parser("status", help="settings complete/running/failed/skipped/pending")
+    p.add_argument("--store", default=None, help="store folder or URI (default: ./results)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.add_argument("--run", default=None, help="a run id (default: the latest run)")
+
+
+
+def cmd_run(args) -> int:
+    from orchestrator.report.scores import score_table
+    from orchestrator.run.config import load_run_config
+    from orchestrator.run.runner import prepare, run_grid
+
+    config = load_run_config(args.overrides)
+    prepared = prepare(config)
+    outcome = run_grid(
+        prepared, retry_failed=args.retry_failed, wait_lock_s=args.wait_lock, command="run"
+    )
+    table = score_table(config.store, [c.key for c in prepared.cells])
+    if args.json:
+        _out(json.dumps({
+            "run_id": outcome.run_id, "store": config.store, "generated": outcome.generated,
+            "executed": outcome.executed, "failed": outcome.failed,
+            "engine_loads": outcome.engine_loads, "settings": table,
+        }, indent=2, default=str))  # fmt: skip
+    else:
+        from orchestrator.report.scores import render_score_table
+
+        _out(render_score_table(table))
+        _out(
+            f"\nrun {outcome.run_id}: generated {outcome.generated}, executed "
+            f"{outcome.executed}, failed {outcome.failed}, engine loads {outcome.engine_loads}"
+        )
+        hint = (
+            f"  (pandas.read_parquet('{config.store}/scores'))" if "://" not in config.store else ""
+        )
+        _out(f"store: {config.store}{hint}")
+    return 1 if outcome.failed else 0
+
+
+def cmd_plan(args) -> int:
+    from orchestrator.report.planview import render_plan
+    from orchestrator.run.config import load_run_config
+    from orchestrator.run.estimate import plan_json
+    from orchestrator.run.runner import make_plan, prepare
+    from storage.store import Store
+
+    config = load_run_config(args.overrides)
+    prepared = prepare(config)
+    plan = make_plan(Store(config.store), prepared, retry_failed=args.retry_failed)
+    data = plan_json(plan, prepared, Store(config.store))
+    _out(json.dumps(data, indent=2) if args.json else render_plan(data))
+    return 0
+
+
+def cmd_status(args) -> int:
+    from orchestrator.report.status import render_status, store_status
+    from storage.store import Store
+
+    store = Store(args.store or "results")
+    data = store_status(store, run_id=args.run)
+    _out(json.dumps(data, indent=2, default=str) if args.json else render_status(data))
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "plan": cmd_plan, "status": cmd_status}

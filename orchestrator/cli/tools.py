@@ -1,0 +1,98 @@
+"""`prompts`, `check-references`, `tiny-model`, `doctor`: commands that run worker code in the
+driver (orchestrator/tools)."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.cli.common import add_overrides as _add_overrides
+from orchestrator.cli.common import out as _out
+
+
+def register(sub) -> None:
+    """Add the tool commands to the subparsers."""
+    p = sub.add_parser("prompts", help="render the exact prompts a setting sends")
+    p.add_argument(
+        "--variant", default=None,
+        help="the benchmark's variant (default: its configured one; humanevalfix: tests | docs)",
+    )  # fmt: skip
+    p.add_argument("--template", required=True, help="a harness template, own or chat")
+    p.add_argument(
+        "--model", default=None,
+        help="model config name, local folder or HF id: adds n_prompt_tokens (its tokenizer); "
+        "needed for template own and chat",
+    )  # fmt: skip
+    p.add_argument("--format", default="jsonl", choices=["jsonl", "text"])
+    p.add_argument("--limit", type=int, default=None, help="first N problems only")
+    _add_overrides(p)
+
+    p = sub.add_parser(
+        "check-references", help="canonical fixes must pass 164/164 and buggy code 0/164"
+    )
+    p.add_argument("--variant", default="tests", choices=["tests", "docs"])
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.add_argument("--workers", type=int, default=None, help="parallel sandboxes")
+    _add_overrides(p)
+
+    p = sub.add_parser("tiny-model", help="build the offline test model (tiny random Llama)")
+    p.add_argument("dir", help="output folder")
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("doctor", help="what this machine can run: backends, sandbox, toolchains")
+    p.add_argument("--json", action="store_true")
+
+
+def cmd_prompts(args) -> int:
+    from orchestrator.tools.prompts import render_prompts
+
+    records = render_prompts(args.overrides, args.variant, args.template, args.model, args.limit)
+    for record in records:
+        if args.format == "jsonl":
+            row = {"task_id": record.task_id, "prompt": record.prompt}
+            if record.n_prompt_tokens is not None:
+                row["n_prompt_tokens"] = record.n_prompt_tokens
+            _out(json.dumps(row, ensure_ascii=False))
+        else:
+            tokens = f" ({record.n_prompt_tokens} tokens)" if record.n_prompt_tokens else ""
+            _out(f"### {record.task_id}{tokens}\n{record.prompt}\n")
+    return 0
+
+
+def cmd_check_references(args) -> int:
+    from orchestrator.tools.references import check_references
+
+    counts = check_references(args.overrides, args.variant, workers=args.workers)
+    if args.json:
+        _out(json.dumps(counts))
+    else:
+        for name in ("canonical", "buggy"):
+            c = counts[name]
+            _out(f"{name:9s} {c['passed']:3d}/{c['total']} passed")
+    ok = counts["canonical"]["passed"] == counts["canonical"]["total"] and (
+        counts["buggy"]["passed"] == 0
+    )
+    return 0 if ok else 1
+
+
+def cmd_tiny_model(args) -> int:
+    from workers.backends.modelprep import build_tiny_model
+
+    path = build_tiny_model(args.dir, seed=args.seed)
+    _out(f"tiny model written to {path}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from orchestrator.tools.doctor import doctor_report, render_doctor
+
+    data = doctor_report()
+    _out(json.dumps(data, indent=2) if args.json else render_doctor(data))
+    return 0
+
+
+COMMANDS = {
+    "prompts": cmd_prompts,
+    "check-references": cmd_check_references,
+    "tiny-model": cmd_tiny_model,
+    "doctor": cmd_doctor,
+}
