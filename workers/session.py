@@ -88,7 +88,8 @@ class EngineSession:
         """All settings' requests in one backend call (vLLM: each request has its own sampling
         parameters and seed, so batching does not change what a request produces)."""
         started, wall_start = time.perf_counter(), time.time()
-        prepared, results = [], {}
+        prepared = []
+        results: dict[str, SettingGenerations | SettingFailure] = {}
         for key, setting in items:
             try:
                 bench = self.benchmarks[setting.benchmark.name]

@@ -48,7 +48,7 @@ def cmd_prompts(args) -> int:
     records = render_prompts(args.overrides, args.variant, args.template, args.model, args.limit)
     for record in records:
         if args.format == "jsonl":
-            row = {"task_id": record.task_id, "prompt": record.prompt}
+            row: dict[str, str | int] = {"task_id": record.task_id, "prompt": record.prompt}
             if record.n_prompt_tokens is not None:
                 row["n_prompt_tokens"] = record.n_prompt_tokens
             _out(json.dumps(row, ensure_ascii=False))

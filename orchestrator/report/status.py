@@ -110,7 +110,7 @@ def render_status(data: dict[str, Any]) -> str:
     for f in data["failed"]:
         lines.append(f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
                      f"L{f['max_length']}: {f['error_type']}: {f['error']}")  # fmt: skip
-    reasons = defaultdict(int)
+    reasons: dict[str, int] = defaultdict(int)
     for s in data["skipped"]:
         reasons[s["reason"]] += 1
     for reason, n in reasons.items():

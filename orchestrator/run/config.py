@@ -305,7 +305,7 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
     model_names = sweeps.pop("model", None)
     cfg = compose_config(plain)
     definition = benchmark_definition(str(cfg.benchmark.name))
-    presets = OmegaConf.to_container(cfg.decodings, resolve=True)
+    presets = _mapping(OmegaConf.to_container(cfg.decodings, resolve=True), "decodings")
     grid_models, axes_raw = _grid_axes(cfg, sweeps)
     axes = tuple(
         (name, tuple(validate_cell_value(name, v, presets, definition) for v in values))
@@ -336,6 +336,12 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         cache_dir=str(cfg.paths.cache_dir),
         overrides=tuple(overrides),
     )
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{what} must be a mapping, got {type(value).__name__}")
+    return {str(k): v for k, v in value.items()}
 
 
 def _grid_axes(cfg: DictConfig, sweeps: dict[str, list[str]]):

@@ -164,7 +164,7 @@ class Dispatcher:
                 for item in unit.settings:
                     self._fail(item, "ClusterError", str(e))
                 continue
-            actor = EngineWorker.options(
+            actor = EngineWorker.options(  # type: ignore[attr-defined]  # added by @ray.remote
                 num_gpus=gpus,
                 num_cpus=opts.engine_cpus,
                 max_restarts=opts.max_retries,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -20,7 +21,7 @@ logger = logging.getLogger("reprogrid.progress")
 class Progress:
     total: int  # settings this run has to finish (generate and/or execute)
     stream: TextIO = field(default_factory=lambda: sys.stderr)
-    clock: callable = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     done: int = 0
     failed: int = 0
     samples: int = 0

@@ -185,7 +185,11 @@ def fixture_cases() -> list[tuple[Path, str, str]]:
     return cases
 
 
-@pytest.mark.parametrize(("path", "name", "rule"), fixture_cases(), ids=lambda v: v.stem if isinstance(v, Path) else str(v))
+def fixture_id(value) -> str:
+    return value.stem if isinstance(value, Path) else str(value)
+
+
+@pytest.mark.parametrize(("path", "name", "rule"), fixture_cases(), ids=fixture_id)
 def test_each_rule_catches_its_fixture(path, name, rule):
     module = parse(path, name)
     objecting = {r for r, check in RULES.items() if check(module)}

@@ -4,6 +4,7 @@ setting's seed policy, and the sample records made from what the backend returne
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from workers.keys import sample_seed
 from workers.spec import (
@@ -31,9 +32,12 @@ def problem_requests(
     greedy), or, under seed_policy=per_sample with sampling, one request per sample with the
     seed derived from (setting key, task, sample): independent of order and batching."""
     d = setting.decoding
-    common = dict(
+    template = GenRequest(
         task_id=task_id,
         prompt=prompt,
+        n_samples=setting.n_samples,
+        samples_per_call=setting.samples_per_call,
+        sampling=SamplingSpec(d.do_sample, d.temperature, d.top_p, d.top_k, None),
         max_length=setting.max_length,
         length_semantics=setting.length_semantics,
         stop=stop,
@@ -41,24 +45,14 @@ def problem_requests(
         stop_rule=stop_rule,
     )
     if not (setting.seed_policy is SeedPolicy.PER_SAMPLE and d.do_sample):
-        sampling = SamplingSpec(d.do_sample, d.temperature, d.top_p, d.top_k, None)
-        return [
-            GenRequest(
-                n_samples=setting.n_samples,
-                samples_per_call=setting.samples_per_call,
-                sampling=sampling,
-                **common,
-            )
-        ]
+        return [template]
     return [
-        GenRequest(
+        replace(
+            template,
             n_samples=1,
             samples_per_call=1,
-            sampling=SamplingSpec(
-                True, d.temperature, d.top_p, d.top_k, sample_seed(key, task_id, index)
-            ),
+            sampling=replace(template.sampling, seed=sample_seed(key, task_id, index)),
             sample_offset=index,
-            **common,
         )
         for index in range(setting.n_samples)
     ]

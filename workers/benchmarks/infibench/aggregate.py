@@ -136,7 +136,10 @@ def aggregate(suite: Suite, scores: Sequence[ResponseScore],
     for score in scores:
         by_case[score.case_path].append(score)
     sums = _Sums()
-    unscorable, errors, empty, missing_langs = [], [], [], set()
+    unscorable: list[str] = []
+    errors: list[str] = []
+    empty: list[str] = []
+    missing_langs: set[str] = set()
     for case in suite.cases:
         responses = sorted(by_case[case.case_path], key=lambda r: r.sample_index)
         statuses = {r.status for r in responses}

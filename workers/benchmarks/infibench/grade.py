@@ -111,7 +111,8 @@ def _metric_scores(case: Case, response: str, run: Runner) -> list[MetricScore]:
     out: list[MetricScore] = []
     if crit.keywords is not None:
         kw = match_keywords(crit.keywords.rules, response)
-        earned, total, detail = kw.earned, kw.total, {"statuses": list(kw.statuses)}
+        earned, total = kw.earned, kw.total
+        detail: dict[str, object] = {"statuses": list(kw.statuses)}
         if crit.keywords.post_handler is not None:
             earned, total, post = call_hook(crit.keywords.post_handler, kw.earned, kw.total,
                                             list(kw.statuses))  # fmt: skip
