@@ -7,7 +7,6 @@ is a sweep: it becomes a grid axis instead of a value. `model=a,b` sweeps models
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,12 +15,26 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from orchestrator.errors import ConfigError
+from orchestrator.run.options import (
+    CELL_NUMBERS,
+    Range,
+    choice_error,
+    flag,
+    number,
+    option,
+    parse_choice,
+)
+from orchestrator.run.overrides import (
+    GRID_AXES,
+    check_group_options,
+    check_keys,
+    parse_overrides,
+)
 from workers.benchmarks.base import BenchmarkDefinition, BenchmarkSource
 from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
 from workers.spec import (
@@ -45,26 +58,8 @@ ENV_CACHE_DIR = "REPROGRID_CACHE_DIR"
 ENV_SWEEPS_DIR = "REPROGRID_SWEEPS_DIR"
 ENV_RAY_ADDRESS = "RAY_ADDRESS"
 
-# Axes a grid may sweep, and the top-level key each one sets.
-GRID_AXES = (
-    "model", "template", "decoding", "max_length", "precision", "dtype", "quant", "backend",
-    "variant", "n_samples", "seed", "seed_policy", "length_semantics", "bnb_4bit_quant_type",
-    "samples_per_call",
-)  # fmt: skip
 BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
-
-
-def choice_error(what: str, value: Any, choices: Sequence[str]) -> ConfigError:
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-    hint = f" Did you mean: {close[0]}?" if close else ""
-    return ConfigError(f"Unknown {what} {value!r}.{hint} Valid: {', '.join(map(str, choices))}")
-
-
-def parse_choice(enum_type, what: str, value: Any):
-    try:
-        return enum_type(str(value))
-    except ValueError:
-        raise choice_error(what, value, [e.value for e in enum_type]) from None
+HF_DEVICES = ("auto", "cpu", "cuda")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,32 +151,6 @@ def default_cache_dir() -> str:
     return os.environ.get(ENV_CACHE_DIR) or str(Path.home() / ".cache" / "reprogrid")
 
 
-def split_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """Plain overrides (for compose) and sweeps {axis: [values]} (comma lists, grid.<axis>=)."""
-    parser = OverridesParser.create()
-    try:
-        parsed = parser.parse_overrides(list(overrides))
-    except HydraException as e:
-        raise ConfigError(f"bad override syntax: {e}") from e
-    plain, sweeps = [], {}
-    for text, override in zip(overrides, parsed, strict=True):
-        key = override.key_or_group
-        axis = key.removeprefix("grid.") if key.startswith("grid.") else None
-        if override.is_sweep_override() or axis is not None:
-            name = axis or key
-            if name not in GRID_AXES:
-                raise choice_error("grid axis", name, GRID_AXES)
-            values = (
-                [str(v) for v in override.sweep_string_iterator()]
-                if override.is_sweep_override()
-                else [str(override.value())]
-            )
-            sweeps[name] = values
-        else:
-            plain.append(text)
-    return plain, sweeps
-
-
 def compose_config(overrides: Sequence[str]) -> DictConfig:
     GlobalHydra.instance().clear()
     cache = default_cache_dir()
@@ -223,21 +192,31 @@ def model_spec(node: Mapping[str, Any]) -> ModelSpec:
 
 
 def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
+    """A named decoding (`decodings.<name>`), or `t<T>`: the harness's sampling at temperature
+    T (top_p 0.95, top_k off). Parameters are range-checked."""
     if name in presets:
         node = presets[name]
+        where = f"decodings.{name}"
+        do_sample = flag(f"{where}.do_sample", node["do_sample"])
+        temperature = number(
+            f"{where}.temperature", node.get("temperature", 1.0),
+            Range(float, 0, 100, low_open=True),
+        )  # fmt: skip
         return DecodingSpec(
             name=name,
-            do_sample=bool(node["do_sample"]),
-            temperature=float(node.get("temperature", 1.0)),
-            top_p=float(node.get("top_p", 1.0)),
-            top_k=int(node.get("top_k", 0)),
+            do_sample=do_sample,
+            temperature=temperature,
+            top_p=number(
+                f"{where}.top_p", node.get("top_p", 1.0), Range(float, 0, 1, low_open=True)
+            ),
+            top_k=number(f"{where}.top_k", node.get("top_k", 0), Range(int, 0)),
         )
     if name.startswith("t"):
         try:
             temperature = float(name[1:])
         except ValueError:
             temperature = -1.0
-        if temperature > 0:  # t<T>: harness sampling at temperature T
+        if 0 < temperature <= 100:  # t<T>: harness sampling at temperature T
             return DecodingSpec(name, True, temperature, 0.95, 0)
     raise choice_error("decoding", name, [*presets, "t<temperature>"])
 
@@ -266,14 +245,8 @@ def validate_cell_value(
     if name == "decoding":
         decoding_spec(str(value), presets)
         return str(value)
-    if name in ("max_length", "n_samples", "seed", "samples_per_call"):
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-        if name != "seed" and number < 1:
-            raise ConfigError(f"{name} must be >= 1, got {number}")
-        return number
+    if name in CELL_NUMBERS:
+        return number(name, value, CELL_NUMBERS[name])
     if name == "precision":
         if value is None:
             return None
@@ -300,9 +273,14 @@ CELL_FIELDS = (
 
 
 def load_run_config(overrides: Sequence[str]) -> RunConfig:
-    """Parse overrides (sweeps become axes), compose, validate, and freeze."""
-    plain, sweeps = split_overrides(overrides)
+    """Parse overrides (sweeps become axes), check them, compose, validate, and freeze.
+    Raises ConfigError, naming the bad key or value, before anything is loaded."""
+    parsed = parse_overrides(overrides)
+    check_group_options(parsed, available)
+    check_keys(parsed, compose_config(parsed.groups))
+    sweeps = dict(parsed.sweeps)
     model_names = sweeps.pop("model", None)
+    plain = parsed.plain
     cfg = compose_config(plain)
     definition = benchmark_definition(str(cfg.benchmark.name))
     presets = _mapping(OmegaConf.to_container(cfg.decodings, resolve=True), "decodings")
@@ -323,15 +301,15 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         defaults=CellDefaults(tuple(sorted(defaults.items()))),
         axes=axes,
         decodings=tuple(sorted((d, decoding_spec(d, presets)) for d in decodings)),
-        hf=HfOptions(device=str(cfg.hf.device)),
-        vllm=_vllm_options(cfg.vllm),
+        hf=HfOptions(device=_choice(cfg, "hf.device", HF_DEVICES)),
+        vllm=_vllm_options(cfg),
         limits=SandboxLimits(
-            timeout_s=float(cfg.execution.timeout_s),
-            memory_mb=int(cfg.execution.memory_mb),
-            max_processes=int(cfg.execution.max_processes),
+            timeout_s=option(cfg, "execution.timeout_s"),
+            memory_mb=option(cfg, "execution.memory_mb"),
+            max_processes=option(cfg, "execution.max_processes"),
         ),
-        exec_workers=cfg.execution.workers,
-        cluster=_cluster_spec(cfg.cluster),
+        exec_workers=option(cfg, "execution.workers"),
+        cluster=_cluster_spec(cfg),
         replay_path=cfg.replay_path,
         cache_dir=str(cfg.paths.cache_dir),
         overrides=tuple(overrides),
@@ -361,13 +339,24 @@ def _grid_axes(cfg: DictConfig, sweeps: dict[str, list[str]]):
 
 
 def _models(cfg: DictConfig, plain: Sequence[str], names: Sequence[str] | None):
-    if not names:
-        return (model_spec(cfg.model),)
-    known = available("model")
-    for name in names:
-        if name not in known:
-            raise choice_error("model", name, known)
-    return tuple(model_spec(compose_config([*plain, f"model={n}"]).model) for n in names)
+    """The models of the grid: `model=a,b`, the grid's `model` axis, or the selected model
+    config; none at all is allowed here (`run` and `plan` refuse it: no silent default)."""
+    if names:
+        known = available("model")
+        for name in names:
+            if name not in known:
+                raise choice_error("model", name, known)
+        return tuple(model_spec(compose_config([*plain, f"model={n}"]).model) for n in names)
+    if "model" not in cfg or cfg.model is None:
+        return ()
+    return (model_spec(cfg.model),)
+
+
+def _choice(cfg: DictConfig, key: str, choices: Sequence[str]) -> str:
+    value = OmegaConf.select(cfg, key)
+    if str(value) not in choices:
+        raise choice_error(key, value, choices)
+    return str(value)
 
 
 def _benchmark_conf(cfg: DictConfig) -> BenchmarkConf:
@@ -377,32 +366,32 @@ def _benchmark_conf(cfg: DictConfig) -> BenchmarkConf:
         variant=str(bench.variant),
         source=str(bench.source),
         hub_revision=str(bench.hub_revision),
-        limit=int(bench.limit) if bench.limit is not None else None,
+        limit=option(cfg, "benchmark.limit"),
         data_dir=cfg.paths.data_dir,
     )
 
 
-def _vllm_options(node: DictConfig) -> VllmOptions:
+def _vllm_options(cfg: DictConfig) -> VllmOptions:
     return VllmOptions(
-        max_model_len=node.max_model_len,
-        gpu_memory_utilization=float(node.gpu_memory_utilization),
-        cpu_kv_cache_gib=float(node.cpu_kv_cache_gib),
-        tensor_parallel_size=node.tensor_parallel_size,
-        enforce_eager=bool(node.enforce_eager),
-        batch_invariant=bool(node.batch_invariant),
+        max_model_len=option(cfg, "vllm.max_model_len"),
+        gpu_memory_utilization=option(cfg, "vllm.gpu_memory_utilization"),
+        cpu_kv_cache_gib=option(cfg, "vllm.cpu_kv_cache_gib"),
+        tensor_parallel_size=option(cfg, "vllm.tensor_parallel_size"),
+        enforce_eager=option(cfg, "vllm.enforce_eager"),
+        batch_invariant=option(cfg, "vllm.batch_invariant"),
     )
 
 
-def _cluster_spec(node: DictConfig) -> ClusterSpec:
+def _cluster_spec(cfg: DictConfig) -> ClusterSpec:
     return ClusterSpec(
-        address=node.address or os.environ.get(ENV_RAY_ADDRESS) or None,
-        num_cpus=node.num_cpus,
-        num_gpus=node.num_gpus,
-        engine_cpus=float(node.engine_cpus),
-        exec_cpus=float(node.exec_cpus),
-        max_retries=int(node.max_retries),
-        exec_max_retries=int(node.exec_max_retries),
-        setting_timeout_s=node.setting_timeout_s,
-        cpu_if_no_gpus=bool(node.cpu_if_no_gpus),
-        max_pending_exec=int(node.max_pending_exec),
+        address=cfg.cluster.address or os.environ.get(ENV_RAY_ADDRESS) or None,
+        num_cpus=option(cfg, "cluster.num_cpus"),
+        num_gpus=option(cfg, "cluster.num_gpus"),
+        engine_cpus=option(cfg, "cluster.engine_cpus"),
+        exec_cpus=option(cfg, "cluster.exec_cpus"),
+        max_retries=option(cfg, "cluster.max_retries"),
+        exec_max_retries=option(cfg, "cluster.exec_max_retries"),
+        setting_timeout_s=option(cfg, "cluster.setting_timeout_s"),
+        cpu_if_no_gpus=option(cfg, "cluster.cpu_if_no_gpus"),
+        max_pending_exec=option(cfg, "cluster.max_pending_exec"),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig
+from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig, available
 from orchestrator.run.grid import Cell, Environment, expand_grid
 from orchestrator.run.plan import Action, Plan, plan_settings
 from orchestrator.run.progress import Progress
@@ -79,7 +79,13 @@ def load_benchmark(conf: BenchmarkConf, cache_dir: str | None = None) -> Benchma
 
 
 def prepare(config: RunConfig) -> PreparedGrid:
-    """Load the benchmark data (its hash is part of every key) and expand the grid."""
+    """Load the benchmark data (its hash is part of every key) and expand the grid. A grid
+    needs a model: there is no default one to run by accident."""
+    if not config.models:
+        raise ConfigError(
+            "no model: pass model=NAME (or model=a,b, or an experiment that sets one). "
+            f"Models: {', '.join(available('model'))}"
+        )
     benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
     replay_sha = None
     if config.replay_path:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.config import available, choice_error, load_run_config
+from orchestrator.run.config import available, load_run_config
+from orchestrator.run.options import choice_error
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
 

@@ -47,6 +47,9 @@ def render_prompts(
     config = load_run_config([*overrides, *extra, f"template={template}"])
     if model is not None and not configured:
         config = dataclasses.replace(config, models=(_ad_hoc_model(model),))
+    elif not config.models:
+        # A harness template's text does not depend on the model; the grid needs one anyway.
+        config = dataclasses.replace(config, models=(_ad_hoc_model("no-model"),))
     if limit is not None:
         config = dataclasses.replace(
             config, benchmark=dataclasses.replace(config.benchmark, limit=limit)

@@ -21,7 +21,8 @@ from workers.keys import canonical_json, setting_fields
 
 
 def cells(overrides):
-    return expand_grid(load_run_config(overrides), "datahash", Environment(vllm_installed=True))
+    config = load_run_config(["model=tiny", *overrides])
+    return expand_grid(config, "datahash", Environment(vllm_installed=True))
 
 
 def setting_json(cell) -> str:

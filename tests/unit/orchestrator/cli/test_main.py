@@ -32,8 +32,8 @@ def test_plan_paper60_json(env, capsys, tmp_path):
 
 
 def test_plan_shows_vllm_int8_as_skipped_with_reason(env, capsys, tmp_path):
-    code, out, _ = run_cli(["plan", "grid=paper60", "backend=vllm", "seed_policy=per_sample",
-                            f"store={tmp_path}"], capsys)  # fmt: skip
+    code, out, _ = run_cli(["plan", "model=tiny", "grid=paper60", "backend=vllm",
+                            "seed_policy=per_sample", f"store={tmp_path}"], capsys)  # fmt: skip
     assert code == 0
     assert "24 skipped" in out  # 12 int8 + 12 int4 (the harness's fp4; vLLM's 4-bit is nf4)
     assert "8-bit needs a pre-quantized checkpoint" in out
@@ -76,7 +76,7 @@ def test_prompts_with_a_model_count_tokens_and_render_chat(env, capsys):
     ("args", "needle"),
     [
         (["plan", "template=edit"], "Unknown template 'edit'"),
-        (["plan", "model=llama"], "Could not find 'model/llama'"),
+        (["plan", "model=llama"], "Unknown model 'llama'"),
         (["prompts", "--template", "continue"], "only for HumanEvalSynthesize"),
         (["status", "--store", "/nonexistent/store", "--run", "x"], "unknown run 'x'"),
     ],
@@ -122,7 +122,7 @@ def test_a_second_run_on_a_locked_store_exits_with_a_clear_message(env, capsys, 
     holder.start()
     try:
         assert ready.wait(20)
-        code, _, err = run_cli(["run", "backend=fake", f"store={tmp_path}"], capsys)
+        code, _, err = run_cli(["run", "model=tiny", "backend=fake", f"store={tmp_path}"], capsys)
     finally:
         release.set()
         holder.join(20)

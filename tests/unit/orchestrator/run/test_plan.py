@@ -47,7 +47,7 @@ def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
 
 @pytest.fixture
 def cells():
-    config = load_run_config(["template=own,instruct,diff", "decoding=greedy,t0.8"])
+    config = load_run_config(["model=tiny", "template=own,instruct,diff", "decoding=greedy,t0.8"])
     return expand_grid(config, "hash", Environment())
 
 
