@@ -9,7 +9,8 @@ It is what the harness does:
   decoded continuation of *every* sequence of the call);
 - decoding of the full sequence (BOS dropped, special tokens kept) and a character slice at
   `len(prompt)`;
-- seeding once per run (`global_seed`), problems in order.
+- seeding once per run (`global_seed`) as the harness leaves the random streams before its
+  first batch (`seed_like_harness`), problems in order.
 The tokenization, length, stopping and decoding rules are harness.py's (shared with vllm.py);
 this module runs them with transformers' `generate`.
 """
@@ -120,6 +121,22 @@ def load_model(engine: EngineSpec, source: ModelSource, device: str):
     return model
 
 
+def seed_like_harness(seed: int) -> None:
+    """Leave the global random streams as the harness has them at its first generate call.
+
+    The harness calls `accelerate.utils.set_seed(seed, device_specific=True)` (seed + process
+    index, 0 for its single process: Python, NumPy, torch CPU and every CUDA device), then
+    iterates its DataLoader (an IterableDataset prepared by accelerate, which dispatches
+    batches with one process and synchronises no RNG). Starting that iteration creates torch's
+    `_BaseDataLoaderIter`, which draws one int64 from the global CPU generator (`_base_seed`,
+    for worker processes it never starts). Nothing else draws before or between its generate
+    calls. On CUDA, sampling draws from the CUDA generator, which that draw does not touch;
+    it is made on every device because it is what the harness does.
+    """
+    transformers.set_seed(seed)
+    torch.empty((), dtype=torch.int64).random_()
+
+
 class HfBackend:
     def __init__(self) -> None:
         self.model = None
@@ -180,7 +197,7 @@ class HfBackend:
         if self.model is None:
             raise RuntimeError("HfBackend.generate called before load")
         if global_seed is not None:
-            transformers.set_seed(global_seed)  # random, numpy, torch (+cuda), like accelerate
+            seed_like_harness(global_seed)
         out: list[Generation] = []
         for request in requests:
             out.extend(self._generate_one(request))
