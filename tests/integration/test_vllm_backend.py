@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("vllm")
 
 from workers.backends.base import UnsupportedSetting  # noqa: E402
-from workers.backends.vllm import PreparedPrompt, first_done_index, prepare_prompt  # noqa: E402
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix  # noqa: E402
 from workers.keys import setting_key  # noqa: E402
 from workers.spec import (  # noqa: E402
@@ -27,11 +26,9 @@ from workers.spec import (  # noqa: E402
     DecodingSpec,
     Dtype,
     EngineSpec,
-    GenRequest,
     LengthSemantics,
     ModelSpec,
     Quant,
-    SamplingSpec,
     SeedPolicy,
     SettingSpec,
     StopRule,
@@ -99,46 +96,6 @@ def differences(a, b) -> dict[str, list[str]]:
             if getattr(x, field) != getattr(y, field):
                 out.setdefault(field, []).append(x.task_id)
     return out
-
-
-# -- pure helpers --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("done_from", "n", "expected"),
-    [(None, 10, 10), (1, 10, 1), (7, 10, 7), (10, 10, 10), (None, 0, 0), (3, 3, 3)],
-)
-def test_first_done_index_finds_the_first_done_prefix(done_from, n, expected):
-    calls = []
-
-    def is_done(k):
-        calls.append(k)
-        return done_from is not None and k >= done_from
-
-    assert first_done_index(n, is_done) == expected
-    assert len(calls) <= 8  # logarithmic, not one decode per token
-
-
-def _request(max_length, semantics=LengthSemantics.TOTAL):
-    return GenRequest("t", "p", 1, 1, SamplingSpec(False, 1.0, 1.0, 0, None), max_length,
-                      semantics, ())  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("n_prompt", "max_length", "semantics", "expected"),
-    [
-        (10, 64, LengthSemantics.TOTAL, PreparedPrompt(tuple(range(10)), 10, False, 54)),
-        (64, 64, LengthSemantics.TOTAL, PreparedPrompt(tuple(range(64)), 64, True, 0)),
-        (80, 64, LengthSemantics.TOTAL, PreparedPrompt(tuple(range(16, 80)), 80, True, 0)),
-        (80, 100, LengthSemantics.NEW_TOKENS, PreparedPrompt(tuple(range(80)), 80, False, 100)),
-        (80, 2000, LengthSemantics.NEW_TOKENS,
-         PreparedPrompt(tuple(range(32, 80)), 80, True, 2000)),
-    ],
-)  # fmt: skip
-def test_prepare_prompt_follows_the_harness_length_rules(n_prompt, max_length, semantics, expected):
-    full = list(range(n_prompt))
-    got = prepare_prompt(full, lambda limit: full[-limit:], _request(max_length, semantics), 2048)
-    assert got == expected
 
 
 # -- the backend against transformers ------------------------------------------------------------

@@ -41,12 +41,25 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, init_std: float 
     """A 2-layer random Llama (head_dim 32, so vLLM's CPU attention accepts it) with a byte-level
     BPE tokenizer trained on Python source. Weights are drawn N(0, init_std): with the default
     0.02 greedy output collapses to "\\n" for every prompt and equality tests pass trivially."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _train_tiny_tokenizer()
+    tokenizer.save_pretrained(out)
+    model = _random_tiny_llama(tokenizer, seed, init_std)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "reprogrid_recipe.json").write_text(
+        json.dumps({"recipe": TINY_RECIPE, "seed": seed, "init_std": init_std})
+    )
+    return out
+
+
+def _train_tiny_tokenizer():
+    """A 1024-token byte-level BPE trained on the standard library, BOS added to every prompt,
+    the ChatML special tokens and template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
     special = ["<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -58,8 +71,6 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, init_std: float 
         show_progress=False,
     )
     bpe.train_from_iterator(_training_corpus(), trainer=trainer)
-    from tokenizers.processors import TemplateProcessing
-
     bpe.post_processor = TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bpe.token_to_id("<s>"))]
     )
@@ -72,7 +83,13 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, init_std: float 
         model_max_length=2048,
     )
     tokenizer.chat_template = CHATML_TEMPLATE
-    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
+def _random_tiny_llama(tokenizer, seed: int, init_std: float):
+    """The tiny Llama with every weight but the RMSNorms drawn N(0, init_std) from `seed`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -96,11 +113,7 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, init_std: float 
             if "norm" in name:
                 continue  # keep RMSNorm weights at 1
             param.normal_(0.0, init_std)
-    model.save_pretrained(out, safe_serialization=True)
-    (out / "reprogrid_recipe.json").write_text(
-        json.dumps({"recipe": TINY_RECIPE, "seed": seed, "init_std": init_std})
-    )
-    return out
+    return model
 
 
 def find_smollm2_gguf() -> Path:

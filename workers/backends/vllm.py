@@ -1,14 +1,15 @@
 """The vLLM backend: the fast path for full sweeps, with the BigCode harness's semantics where
 vLLM can express them, and a documented, measured difference where it cannot (docs/vllm.md).
 
-Same as hf.py (the reference): prompts tokenized by the HF tokenizer as hf.py does and passed
-as token ids; the limit counts prompt + output tokens, a prompt at or over it is not generated
-from and is flagged; the harness's stopping rule (a stop word or a non-indented line) ends the
-output: vLLM stops on the stop words, the engine is stepped and a sequence aborted once its
-text is done, and the output ids are cut where the harness's criterion (decoding the output
-ids) first holds; the continuation is the full sequence decoded (BOS dropped) sliced at
-len(prompt). Different: the unit's requests share batches (continuous batching), and sampling
-uses a per-request seed (seed_policy=per_sample), not the harness's global stream.
+Same as hf.py (the reference), through the same harness.py and tokens.py: prompts tokenized
+by the HF tokenizer set up as for hf.py and passed as token ids; the limit counts prompt +
+output tokens, a prompt at or over it is not generated from and is flagged; the harness's
+stopping rule (a stop word or a non-indented line) ends the output: vLLM stops on the stop
+words, the engine is stepped and a sequence aborted once its text is done, and the output ids
+are cut where the harness's criterion (decoding the output ids) first holds; the continuation
+is the full sequence decoded (BOS dropped) sliced at len(prompt). Different: the unit's
+requests share batches (continuous batching), and sampling uses a per-request seed
+(seed_policy=per_sample), not the harness's global stream.
 
 vLLM, torch and transformers are imported in `load()`, after the environment is set.
 """
@@ -17,66 +18,54 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from workers.backends.base import UnsupportedSetting
-from workers.backends.modelprep import ensure_model
+from workers.backends.harness import (
+    DEFAULT_CONTEXT_LENGTH,
+    PreparedPrompt,
+    build_generation,
+    context_length,
+    continuation_is_done,
+    harness_cut,
+    stop_words,
+    tokenize_prompt,
+)
+from workers.backends.tokens import (
+    ModelSource,
+    chat_template_sha256,
+    count_tokens,
+    harness_tokenizer,
+    render_chat,
+    resolve_model_source,
+    resolved_revision,
+    tokenizer_sha256,
+)
 from workers.backends.vllm_setup import (
+    VLLM_DTYPES,
+    GenerationDefaults,
     check_batch_invariance,
     check_quantization,
-    declares_stale_gguf,
+    engine_kwargs,
+    engine_options,
     import_configured,
-    sha256_of,
-    tokenizer_sha256,
+    read_generation_defaults,
     vllm_distribution,
 )
 from workers.spec import (
     BackendName,
-    Dtype,
     EngineInfo,
     EngineSpec,
     Generation,
     GenRequest,
-    LengthSemantics,
     Quant,
     StopRule,
 )
 
 logger = logging.getLogger(__name__)
-
-VLLM_DTYPES = {Dtype.FP32: "float32", Dtype.FP16: "float16", Dtype.BF16: "bfloat16"}
-# generation_config.json fields that change HF's output and that this backend does not map
-# onto vLLM; a model that sets one of them is refused rather than silently generated differently.
-UNMAPPED_GENERATION_FIELDS = (
-    "no_repeat_ngram_size", "encoder_repetition_penalty", "bad_words_ids", "suppress_tokens",
-    "begin_suppress_tokens", "forced_bos_token_id", "forced_eos_token_id", "min_length",
-    "min_new_tokens", "typical_p", "epsilon_cutoff", "eta_cutoff", "sequence_bias",
-    "exponential_decay_length_penalty",
-)  # fmt: skip
-NEUTRAL_GENERATION_VALUES = {"typical_p": 1.0, "encoder_repetition_penalty": 1.0}
-
-
-def first_done_index(n: int, is_done: Callable[[int], bool]) -> int:
-    """The smallest k in 1..n with is_done(k) (the harness stops after that many output tokens),
-    or n when no prefix is done. Binary search (the decoded prefixes only grow), then a linear
-    step back in case a prefix's decoding was not monotone (an incomplete UTF-8 byte)."""
-    if n == 0 or not is_done(n):
-        return n
-    lo, hi = 1, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if is_done(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    while lo > 1 and is_done(lo - 1):
-        lo -= 1
-    return lo
 
 
 class _StopState:
@@ -106,37 +95,6 @@ class _Job:
     rule: StopRule = StopRule.HARNESS_PYTHON
 
 
-@dataclass(frozen=True)
-class PreparedPrompt:
-    """A request's prompt as the harness tokenizes it, and what vLLM must do with it."""
-
-    ids: tuple[int, ...]  # input ids after (left) truncation
-    n_prompt_tokens: int  # before truncation
-    truncated: bool
-    max_tokens: int  # 0: not generated (prompt at or over a total-length limit)
-
-
-def prepare_prompt(
-    full: Sequence[int],
-    truncate: Callable[[int], Sequence[int]],
-    request: GenRequest,
-    model_max_len: int,
-) -> PreparedPrompt:
-    """hf.py's `_tokenize` and `_call` decisions for one request (pure). `full` is the prompt's
-    untruncated ids, `truncate(limit)` the tokenizer's left truncation to `limit` tokens."""
-    total = request.length_semantics is LengthSemantics.TOTAL
-    limit = request.max_length if total else max(1, model_max_len - request.max_length)
-    if len(full) <= limit:
-        ids, truncated = tuple(full), total and len(full) >= request.max_length
-    else:
-        ids, truncated = tuple(truncate(limit)), True
-    if total:
-        max_tokens = 0 if truncated else request.max_length - len(ids)
-    else:
-        max_tokens = request.max_length
-    return PreparedPrompt(ids, len(full), truncated, max_tokens)
-
-
 class VllmBackend:
     """Loads one vLLM engine and serves every setting of its unit in one `generate` call."""
 
@@ -147,11 +105,8 @@ class VllmBackend:
         self.tokenizer: Any = None
         self.engine: EngineSpec | None = None
         self.max_model_len = 0
-        self.model_max_len = 2048
-        self._sampling_extra: dict[str, float] = {}
-        self._stop_token_ids: list[int] = []
-        self._is_done: Callable[[str, Sequence[str]], bool] | None = None
-        self._hf: Any = None  # workers.backends.hf.HfBackend, imported in load()
+        self.model_max_len = DEFAULT_CONTEXT_LENGTH
+        self._defaults = GenerationDefaults()
         self._batch = 0  # generate calls so far (request ids stay unique per engine)
 
     # -- loading -----------------------------------------------------------------------------
@@ -166,26 +121,22 @@ class VllmBackend:
         if opts.max_model_len is not None and opts.max_model_len < 1:
             raise UnsupportedSetting(f"vllm.max_model_len must be >= 1, got {opts.max_model_len}")
         vllm, torch, platform, env = import_configured(opts.batch_invariant)
-        from workers.backends.hf import HfBackend, continuation_is_done
-
-        # hf.py is the reference: its stopping rule, stop words and decoding are used as is.
-        self._hf, self._is_done = HfBackend, continuation_is_done
         on_cpu = platform.is_cpu()
         check_batch_invariance(opts.batch_invariant, on_cpu, platform)
         quantization = check_quantization(engine, on_cpu)
-        dtype = getattr(torch, VLLM_DTYPES[engine.dtype])
-        if dtype not in platform.supported_dtypes:
+        if getattr(torch, VLLM_DTYPES[engine.dtype]) not in platform.supported_dtypes:
             raise UnsupportedSetting(
                 f"dtype {engine.dtype.value} is not supported by vLLM on {platform.device_name}"
             )
-        name, revision, hf_config = self._load_tokenizer(engine)
-        kwargs = self._engine_kwargs(engine, name, revision, on_cpu, quantization)
+        source, hf_config = self._load_tokenizer(engine)
+        self.max_model_len = opts.max_model_len or self.model_max_len
+        kwargs = engine_kwargs(engine, source, on_cpu, quantization, self.max_model_len)
         started = time.perf_counter()
         try:
             self.llm = vllm.LLM(**kwargs)
         except (ValueError, RuntimeError) as e:
-            raise UnsupportedSetting(f"vLLM could not load {name}: {e}") from e
-        logger.info("vLLM engine for %s built in %.1fs", name, time.perf_counter() - started)
+            raise UnsupportedSetting(f"vLLM could not load {source.name}: {e}") from e
+        logger.info("vLLM engine for %s built in %.1fs", source.name, time.perf_counter() - started)
         self.engine = engine
         config = self.llm.llm_engine.vllm_config
         effective_dtype = str(config.model_config.dtype).removeprefix("torch.")
@@ -200,139 +151,34 @@ class VllmBackend:
             ),
             device="cpu" if on_cpu else f"cuda:{torch.cuda.get_device_name(0)}",
             effective_dtype=effective_dtype,
-            model_revision=str(getattr(hf_config, "_commit_hash", None) or engine.model.revision),
+            model_revision=resolved_revision(hf_config, engine.model),
             tokenizer_sha256=tokenizer_sha256(self.tokenizer),
-            chat_template_sha256=sha256_of(getattr(self.tokenizer, "chat_template", None)),
+            chat_template_sha256=chat_template_sha256(self.tokenizer),
             eos_token=self.tokenizer.eos_token,
-            options=self._options(engine, kwargs, config, env),
+            options=engine_options(engine, kwargs, config, env, self._defaults),
         )
 
-    def _load_tokenizer(self, engine: EngineSpec) -> tuple[str, str | None, Any]:
-        """The HF tokenizer set up as hf.py sets it, the model's context length and generation
-        config. Returns (model folder or id, revision, HF config)."""
-        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    def _load_tokenizer(self, engine: EngineSpec) -> tuple[ModelSource, Any]:
+        """The HF tokenizer set up as for hf.py, the model's context length and generation
+        defaults. Returns (where the model comes from, its HF config)."""
+        from transformers import AutoConfig
 
-        spec = engine.model
-        local = Path(spec.repo_id).exists() or spec.builder is not None
-        name = str(ensure_model(spec.repo_id, spec.builder)) if local else spec.repo_id
-        revision = None if local else spec.revision
-        hub = {"revision": revision, "trust_remote_code": spec.trust_remote_code}
-        tokenizer = AutoTokenizer.from_pretrained(
-            name, truncation_side="left", padding_side="right", **hub
-        )
-        if tokenizer.eos_token is None:
-            if tokenizer.bos_token is None:
-                raise UnsupportedSetting(f"tokenizer of {name} has neither eos nor bos token")
-            tokenizer.eos_token = tokenizer.bos_token
-        tokenizer.pad_token = tokenizer.eos_token
-        self.tokenizer = tokenizer
-        hf_config = AutoConfig.from_pretrained(name, **hub)
-        self.model_max_len = int(getattr(hf_config, "max_position_embeddings", 2048))
-        self._read_generation_config(GenerationConfig, name, hub, tokenizer)
-        return name, revision, hf_config
-
-    def _engine_kwargs(self, engine: EngineSpec, name: str, revision: str | None, on_cpu: bool,
-                       quantization: str | None) -> dict[str, Any]:  # fmt: skip
-        opts = engine.vllm
-        tp = opts.tensor_parallel_size or engine.model.num_gpus
-        if on_cpu and tp != 1:
-            logger.warning("tensor_parallel_size=%d ignored on CPU: one in-process engine", tp)
-            tp = 1
-        self.max_model_len = opts.max_model_len or self.model_max_len
-        kwargs: dict[str, Any] = {
-            "model": name,
-            "tokenizer": name,
-            "revision": revision,
-            "tokenizer_revision": revision,
-            "trust_remote_code": engine.model.trust_remote_code,
-            "dtype": VLLM_DTYPES[engine.dtype],
-            "max_model_len": self.max_model_len,
-            "tensor_parallel_size": tp,
-            "enforce_eager": opts.enforce_eager,
-            "seed": 0,  # only unseeded requests would draw from it; this backend sends none
-            # A prompt is prefilled in one piece. With chunked prefill, vLLM 0.32 on CPU fails on
-            # a seeded request caught mid-prefill ("CPU Generator does not use offset": it
-            # rewinds the request's generator after the discarded sample); off everywhere, a
-            # prompt's prefill also no longer depends on what else is in the batch.
-            "enable_chunked_prefill": False,
-        }
-        if tp > 1:
-            # vLLM's own worker processes on the GPUs Ray gave this actor. Never "ray" inside a
-            # Ray task: vLLM would reserve a second placement group and wait forever
-            # (vllm#1566, #3190; lm-eval: "nested placement groups deadlock on V1").
-            kwargs["distributed_executor_backend"] = "mp"
-            os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
-        if on_cpu:
-            kwargs["kv_cache_memory_bytes"] = int(opts.cpu_kv_cache_gib * (1 << 30))
-        else:
-            kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
-        if quantization:
-            kwargs["quantization"] = quantization
-        if declares_stale_gguf(name):
-            # A folder dequantised from GGUF by an older modelprep still says "gguf" in its
-            # config.json, but holds plain safetensors; vLLM would refuse it.
-            kwargs["hf_overrides"] = {"quantization_config": None}
-        return kwargs
-
-    def _options(self, engine: EngineSpec, kwargs: dict[str, Any], config: Any,
-                 env: dict[str, str]) -> dict[str, str]:  # fmt: skip
-        """The effective engine options, as strings (the settings table's provenance)."""
-        opts = engine.vllm
-        options = {
-            "max_model_len": str(config.model_config.max_model_len),
-            "max_model_len_source": (
-                "vllm.max_model_len or the unit's largest max_length"
-                if opts.max_model_len
-                else "the model's context length (new_tokens settings)"
-            ),
-            "tensor_parallel_size": str(config.parallel_config.tensor_parallel_size),
-            "distributed_executor_backend": kwargs.get("distributed_executor_backend", "uni"),
-            "enforce_eager": str(opts.enforce_eager).lower(),
-            "batch_invariant": str(opts.batch_invariant).lower(),
-            "quantization": kwargs.get("quantization", "none"),
-            "enable_chunked_prefill": "false",
-            "enable_prefix_caching": str(bool(config.cache_config.enable_prefix_caching)).lower(),
-            "stopping": "stop words in vLLM; harness rule by abort, then cut on the output ids",
-            **{k.lower(): v for k, v in env.items()},
-            **{f"generation_config.{k}": str(v) for k, v in self._sampling_extra.items()},
-        }
-        if "kv_cache_memory_bytes" in kwargs:
-            options["kv_cache_memory_bytes"] = str(kwargs["kv_cache_memory_bytes"])
-        else:
-            options["gpu_memory_utilization"] = str(opts.gpu_memory_utilization)
-        return options
-
-    def _read_generation_config(self, generation_config_cls, name: str, hub: dict, tokenizer):
-        """What HF's generate would take from generation_config.json besides our arguments."""
-        try:
-            config = generation_config_cls.from_pretrained(name, **hub)
-        except OSError:
-            config = generation_config_cls()
-        for field in UNMAPPED_GENERATION_FIELDS:
-            value = getattr(config, field, None)
-            if value and value != NEUTRAL_GENERATION_VALUES.get(field):
-                raise UnsupportedSetting(
-                    f"the model's generation_config sets {field}={value!r}, which the vLLM "
-                    "backend does not reproduce (use backend=hf)"
-                )
-        penalty = getattr(config, "repetition_penalty", None)
-        if penalty not in (None, 1.0):
-            self._sampling_extra["repetition_penalty"] = float(penalty)
-        min_p = getattr(config, "min_p", None)
-        if min_p:
-            self._sampling_extra["min_p"] = float(min_p)
-        eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
-        self._stop_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        source = resolve_model_source(engine.model)
+        self.tokenizer = harness_tokenizer(source)
+        hf_config = AutoConfig.from_pretrained(source.name, **source.hub_kwargs)
+        self.model_max_len = context_length(hf_config)
+        self._defaults = read_generation_defaults(source, self.tokenizer)
+        return source, hf_config
 
     @property
     def eos_token(self) -> str | None:
         return self.tokenizer.eos_token if self.tokenizer is not None else None
 
     def render_chat(self, messages: Sequence[dict[str, str]]) -> str:
-        return self._hf.render_chat(self, messages)  # the tokenizer's template, as hf.py
+        return render_chat(self.tokenizer, messages)
 
     def count_tokens(self, prompt: str, add_special_tokens: bool = True) -> int:
-        return self._hf.count_tokens(self, prompt, add_special_tokens)
+        return count_tokens(self.tokenizer, prompt, add_special_tokens)
 
     def close(self) -> None:
         """Shut the engine down (its worker processes too, for tensor parallelism). The driver
@@ -351,16 +197,7 @@ class VllmBackend:
     # -- generation --------------------------------------------------------------------------
 
     def prepare(self, request: GenRequest) -> PreparedPrompt:
-        tok = self.tokenizer
-        full = tok(request.prompt, add_special_tokens=request.add_special_tokens).input_ids
-
-        def truncate(limit: int) -> Sequence[int]:
-            # Through the tokenizer, so special tokens sit where the harness's
-            # `tokenizer(..., truncation=True, max_length=...)` puts them.
-            return tok(request.prompt, add_special_tokens=request.add_special_tokens,
-                       truncation=True, max_length=limit).input_ids  # fmt: skip
-
-        return prepare_prompt(full, truncate, request, self.model_max_len)
+        return tokenize_prompt(self.tokenizer, request, self.model_max_len)
 
     def generate(
         self, requests: Sequence[GenRequest], global_seed: int | None = None
@@ -371,29 +208,23 @@ class VllmBackend:
         if self.llm is None:
             raise RuntimeError("VllmBackend.generate called before load")
         prepared = [self.prepare(r) for r in requests]
+        batch = self._batch
         jobs: list[_Job] = []
         for index, (request, prep) in enumerate(zip(requests, prepared, strict=True)):
             if prep.max_tokens == 0:
                 continue  # the harness does not generate from a prompt at the limit
             self._check_fits(request, prep)
-            stop = self._stop_words(request)
+            stop = stop_words(request, self.tokenizer.eos_token)
             for sample, sampling in enumerate(self._sampling_params(request, prep, stop)):
-                jobs.append(
-                    _Job(
-                        f"{self._batch}-{index}-{sample}",
-                        prep.ids,
-                        sampling,
-                        stop,
-                        request.stop_rule,
-                    )
-                )
+                job_id = f"{batch}-{index}-{sample}"
+                jobs.append(_Job(job_id, prep.ids, sampling, stop, request.stop_rule))
         self._batch += 1
         started = time.perf_counter()
         outputs = self._run(jobs)
-        logger.debug("vLLM: %d sequences, %d tokens in %.1fs", len(jobs),
-                     sum(map(len, outputs.values())), time.perf_counter() - started)  # fmt: skip
+        n_tokens = sum(map(len, outputs.values()))
+        elapsed = time.perf_counter() - started
+        logger.debug("vLLM: %d sequences, %d tokens in %.1fs", len(jobs), n_tokens, elapsed)
         out: list[Generation] = []
-        batch = self._batch - 1
         for index, (request, prep) in enumerate(zip(requests, prepared, strict=True)):
             for sample in range(request.n_samples):
                 copy = sample if request.sampling.do_sample else 0  # greedy copies are equal
@@ -409,7 +240,9 @@ class VllmBackend:
 
         engine = self.llm.llm_engine
         states = {
-            job.request_id: _StopState(job.stop, functools.partial(self._is_done, rule=job.rule))
+            job.request_id: _StopState(
+                job.stop, functools.partial(continuation_is_done, rule=job.rule)
+            )
             for job in jobs
         }
         finished = False
@@ -441,9 +274,6 @@ class VllmBackend:
                 f"{self.max_model_len}; raise vllm.max_model_len"
             )
 
-    def _stop_words(self, request: GenRequest) -> tuple[str, ...]:
-        return self._hf._stop_words(self, request)  # the request's words + the tokenizer's eos
-
     def _sampling_params(
         self, request: GenRequest, prep: PreparedPrompt, stop: tuple[str, ...]
     ) -> list[Any]:
@@ -457,13 +287,13 @@ class VllmBackend:
             "max_tokens": prep.max_tokens,
             "stop": list(stop),
             "output_kind": RequestOutputKind.DELTA,
-            "stop_token_ids": self._stop_token_ids,
+            "stop_token_ids": list(self._defaults.stop_token_ids),
             "include_stop_str_in_output": True,
             "skip_special_tokens": False,  # the harness decodes with special tokens kept
             "spaces_between_special_tokens": False,
         }
-        if "repetition_penalty" in self._sampling_extra:
-            common["repetition_penalty"] = self._sampling_extra["repetition_penalty"]
+        if "repetition_penalty" in self._defaults.sampling_extra:
+            common["repetition_penalty"] = self._defaults.sampling_extra["repetition_penalty"]
         if not s.do_sample:
             return [SamplingParams(temperature=0.0, **common)]
         if s.seed is None:
@@ -473,48 +303,15 @@ class VllmBackend:
         sampled = {"temperature": s.temperature, "top_p": s.top_p, **common}
         if s.top_k > 0:  # 0: off, as in HF
             sampled["top_k"] = s.top_k
-        if "min_p" in self._sampling_extra:
-            sampled["min_p"] = self._sampling_extra["min_p"]
+        if "min_p" in self._defaults.sampling_extra:
+            sampled["min_p"] = self._defaults.sampling_extra["min_p"]
         return [SamplingParams(seed=s.seed + i, **sampled) for i in range(request.n_samples)]
-
-    def _harness_cut(self, request: GenRequest, output_ids: list[int]) -> int:
-        """Output tokens the harness would have generated: its criterion decodes the output ids
-        (batch_decode defaults) after every step and stops at the first done prefix."""
-        stop = self._stop_words(request)
-        assert self._is_done is not None
-
-        def done(k: int) -> bool:  # batch_decode's defaults, as the criterion decodes
-            text = self.tokenizer.decode(output_ids[:k])
-            return self._is_done(text, stop, request.stop_rule)
-
-        return first_done_index(len(output_ids), done)
 
     def _generation(
         self, request: GenRequest, prep: PreparedPrompt, sample: int, output_ids: list[int]
     ) -> Generation:
-        output_ids = output_ids[: self._harness_cut(request, output_ids)]
-        sequence = list(prep.ids) + output_ids
-        continuation, mismatch = self._decode_continuation(request, sequence, len(prep.ids))
-        if request.length_semantics is LengthSemantics.TOTAL:
-            hit = prep.truncated or len(sequence) >= request.max_length
-        else:
-            hit = len(output_ids) >= request.max_length
-        return Generation(
-            task_id=request.task_id,
-            sample_index=request.sample_offset + sample,
-            continuation=continuation,
-            n_prompt_tokens=prep.n_prompt_tokens,
-            n_output_tokens=len(output_ids),
-            prompt_truncated=prep.truncated,
-            hit_length_limit=hit,
-            output_token_ids=tuple(output_ids),
-            decode_mismatch=mismatch,
-        )
-
-    def _decode_continuation(self, request: GenRequest, sequence: list[int], n_in: int):
-        """hf.py's own decoding (it only uses the tokenizer): the full sequence decoded, a
-        leading BOS dropped, special tokens kept, sliced at len(prompt) characters."""
-        return self._hf._decode_continuation(self, request, sequence, n_in)
-
-
-# -- load-time checks --------------------------------------------------------------------------
+        """The sample as the harness would have produced it: the output ids cut where its
+        criterion (decoding the output ids) first holds, then decoded as hf.py decodes."""
+        stop = stop_words(request, self.tokenizer.eos_token)
+        cut = harness_cut(self.tokenizer, output_ids, stop, request.stop_rule)
+        return build_generation(self.tokenizer, request, prep, sample, output_ids[:cut])

@@ -1,19 +1,43 @@
-"""vLLM process setup and load-time checks: environment before import, the installed build,
-batch invariance, quantization support, model-folder quirks, provenance hashes."""
+"""vLLM process setup and load-time decisions: environment before import, the installed build,
+batch invariance, quantization support, model-folder quirks, what the model's generation config
+adds, the engine's arguments and the options recorded for it."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import os
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from workers.backends.base import BackendUnavailable, UnsupportedSetting
-from workers.spec import Bnb4bitType, EngineSpec, Quant
+from workers.backends.tokens import ModelSource
+from workers.spec import Bnb4bitType, Dtype, EngineSpec, Quant
 
 logger = logging.getLogger(__name__)
+
+VLLM_DTYPES = {Dtype.FP32: "float32", Dtype.FP16: "float16", Dtype.BF16: "bfloat16"}
+# generation_config.json fields that change HF's output and that this backend does not map
+# onto vLLM; a model that sets one of them is refused rather than silently generated differently.
+UNMAPPED_GENERATION_FIELDS = (
+    "no_repeat_ngram_size",
+    "encoder_repetition_penalty",
+    "bad_words_ids",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "min_length",
+    "min_new_tokens",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "sequence_bias",
+    "exponential_decay_length_penalty",
+)
+NEUTRAL_GENERATION_VALUES = {"typical_p": 1.0, "encoder_repetition_penalty": 1.0}
 
 
 def vllm_distribution() -> str:
@@ -122,8 +146,6 @@ def check_quantization(engine: EngineSpec, on_cpu: bool) -> str | None:
 
 
 def declares_stale_gguf(folder: str) -> bool:
-    import json
-
     config = Path(folder) / "config.json"
     if not config.is_file():
         return False
@@ -132,11 +154,123 @@ def declares_stale_gguf(folder: str) -> bool:
     return quant.get("quant_method") == "gguf" and not has_gguf
 
 
-def tokenizer_sha256(tokenizer) -> str:
-    backend_tok = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend_tok.to_str() if backend_tok is not None else str(tokenizer.get_vocab())
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+@dataclass(frozen=True)
+class GenerationDefaults:
+    """What HF's generate would take from the model's generation_config.json besides the
+    harness's arguments, as vLLM sampling parameters."""
+
+    # "repetition_penalty" (always applied) and "min_p" (when sampling), when the model sets them
+    sampling_extra: dict[str, float] = field(default_factory=dict)
+    stop_token_ids: tuple[int, ...] = ()  # the config's eos ids, else the tokenizer's eos
 
 
-def sha256_of(text: str | None) -> str | None:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None
+def read_generation_defaults(source: ModelSource, tokenizer: Any) -> GenerationDefaults:
+    """The model's generation config (defaults when it has none). Raises UnsupportedSetting
+    for a field this backend does not reproduce."""
+    from transformers import GenerationConfig
+
+    try:
+        config = GenerationConfig.from_pretrained(source.name, **source.hub_kwargs)
+    except OSError:
+        config = GenerationConfig()
+    for name in UNMAPPED_GENERATION_FIELDS:
+        value = getattr(config, name, None)
+        if value and value != NEUTRAL_GENERATION_VALUES.get(name):
+            raise UnsupportedSetting(
+                f"the model's generation_config sets {name}={value!r}, which the vLLM "
+                "backend does not reproduce (use backend=hf)"
+            )
+    extra: dict[str, float] = {}
+    penalty = getattr(config, "repetition_penalty", None)
+    if penalty not in (None, 1.0):
+        extra["repetition_penalty"] = float(penalty)
+    min_p = getattr(config, "min_p", None)
+    if min_p:
+        extra["min_p"] = float(min_p)
+    eos = config.eos_token_id if config.eos_token_id is not None else tokenizer.eos_token_id
+    stop_ids = (eos,) if isinstance(eos, int) else tuple(eos or ())
+    return GenerationDefaults(extra, stop_ids)
+
+
+def engine_kwargs(
+    engine: EngineSpec,
+    source: ModelSource,
+    on_cpu: bool,
+    quantization: str | None,
+    max_model_len: int,
+) -> dict[str, Any]:
+    """The arguments of `vllm.LLM` for this engine."""
+    opts = engine.vllm
+    tp = opts.tensor_parallel_size or engine.model.num_gpus
+    if on_cpu and tp != 1:
+        logger.warning("tensor_parallel_size=%d ignored on CPU: one in-process engine", tp)
+        tp = 1
+    kwargs: dict[str, Any] = {
+        "model": source.name,
+        "tokenizer": source.name,
+        "revision": source.revision,
+        "tokenizer_revision": source.revision,
+        "trust_remote_code": engine.model.trust_remote_code,
+        "dtype": VLLM_DTYPES[engine.dtype],
+        "max_model_len": max_model_len,
+        "tensor_parallel_size": tp,
+        "enforce_eager": opts.enforce_eager,
+        "seed": 0,  # only unseeded requests would draw from it; this backend sends none
+        # A prompt is prefilled in one piece. With chunked prefill, vLLM 0.32 on CPU fails on
+        # a seeded request caught mid-prefill ("CPU Generator does not use offset": it
+        # rewinds the request's generator after the discarded sample); off everywhere, a
+        # prompt's prefill also no longer depends on what else is in the batch.
+        "enable_chunked_prefill": False,
+    }
+    if tp > 1:
+        # vLLM's own worker processes on the GPUs Ray gave this actor. Never "ray" inside a
+        # Ray task: vLLM would reserve a second placement group and wait forever
+        # (vllm#1566, #3190; lm-eval: "nested placement groups deadlock on V1").
+        kwargs["distributed_executor_backend"] = "mp"
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+    if on_cpu:
+        kwargs["kv_cache_memory_bytes"] = int(opts.cpu_kv_cache_gib * (1 << 30))
+    else:
+        kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
+    if quantization:
+        kwargs["quantization"] = quantization
+    if declares_stale_gguf(source.name):
+        # A folder dequantised from GGUF by an older modelprep still says "gguf" in its
+        # config.json, but holds plain safetensors; vLLM would refuse it.
+        kwargs["hf_overrides"] = {"quantization_config": None}
+    return kwargs
+
+
+def engine_options(
+    engine: EngineSpec,
+    kwargs: dict[str, Any],
+    config: Any,
+    env: dict[str, str],
+    defaults: GenerationDefaults,
+) -> dict[str, str]:
+    """The effective engine options, as strings (the settings table's provenance). `config`
+    is the built engine's vllm_config, `env` the variables configure_process set."""
+    opts = engine.vllm
+    options = {
+        "max_model_len": str(config.model_config.max_model_len),
+        "max_model_len_source": (
+            "vllm.max_model_len or the unit's largest max_length"
+            if opts.max_model_len
+            else "the model's context length (new_tokens settings)"
+        ),
+        "tensor_parallel_size": str(config.parallel_config.tensor_parallel_size),
+        "distributed_executor_backend": kwargs.get("distributed_executor_backend", "uni"),
+        "enforce_eager": str(opts.enforce_eager).lower(),
+        "batch_invariant": str(opts.batch_invariant).lower(),
+        "quantization": kwargs.get("quantization", "none"),
+        "enable_chunked_prefill": "false",
+        "enable_prefix_caching": str(bool(config.cache_config.enable_prefix_caching)).lower(),
+        "stopping": "stop words in vLLM; harness rule by abort, then cut on the output ids",
+        **{k.lower(): v for k, v in env.items()},
+        **{f"generation_config.{k}": str(v) for k, v in defaults.sampling_extra.items()},
+    }
+    if "kv_cache_memory_bytes" in kwargs:
+        options["kv_cache_memory_bytes"] = str(kwargs["kv_cache_memory_bytes"])
+    else:
+        options["gpu_memory_utilization"] = str(opts.gpu_memory_utilization)
+    return options

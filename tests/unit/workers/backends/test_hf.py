@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from workers.backends.hf import EndOfFunctionCriteria, HfBackend, continuation_is_done  # noqa: E402
+from workers.backends.hf import EndOfFunctionCriteria, HfBackend  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.spec import (  # noqa: E402
     BackendName,
@@ -47,15 +47,6 @@ def backend(tmp_path_factory):
 def request(prompt: str, **changes) -> GenRequest:
     base = GenRequest("Python/0", prompt, 1, 1, GREEDY, 96, LengthSemantics.TOTAL, STOP)
     return dataclasses.replace(base, **changes)
-
-
-@pytest.mark.parametrize(
-    ("text", "done"),
-    [("\n    x = 1", False), ("\n    x = 1\ny", True), ("\n    a\n\ndef", True), ("", False),
-     ("  <|endoftext|>", True), ("\n\t\n    ", False)],
-)  # fmt: skip
-def test_harness_check_fn(text, done):
-    assert continuation_is_done(text, STOP) is done
 
 
 def test_greedy_is_deterministic_and_sliced_at_the_prompt(backend):
