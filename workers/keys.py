@@ -13,13 +13,14 @@ import json
 import math
 from typing import Any
 
-from workers.spec import BackendName, EngineSpec, Quant, SettingSpec
+from workers.spec import BackendName, EngineSpec, Quant, SeedPolicy, SettingSpec
 
 # Bump when the derivation changes for every setting (tests/unit/workers/test_keys.py pins keys
 # of fixed settings to literal hashes, so a change here cannot pass unnoticed). A change that
 # invalidates one class of settings adds a field to that class's keys instead, so the others'
 # stored results stay valid.
 KEY_SCHEMA_VERSION = 1
+HARNESS_STREAM_REVISION = 2  # keyed for sampled settings under seed_policy=harness (see below)
 
 
 class UnkeyableValue(TypeError):
@@ -104,8 +105,12 @@ def setting_fields(setting: SettingSpec) -> dict[str, Any]:
             seed_policy=setting.seed_policy.value,
         )
         # Under the harness's global seed, how many samples one call draws changes the stream.
-        if setting.seed_policy.value == "harness":
+        if setting.seed_policy is SeedPolicy.HARNESS:
             fields["samples_per_call"] = setting.samples_per_call
+            # Revision 2 of the stream: set_seed, then the one int64 the harness's DataLoader
+            # draws before the first generate call. Revision 1 (before reprogrid reproduced that
+            # draw) generated from a different stream, so its stored samples must not be reused.
+            fields["harness_stream"] = HARNESS_STREAM_REVISION
     return fields
 
 
