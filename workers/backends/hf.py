@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import transformers
@@ -71,7 +72,7 @@ class EndOfFunctionCriteria(StoppingCriteria):
         self.tokenizer = tokenizer
         self.rule = rule
 
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.Tensor:
         decoded = self.tokenizer.batch_decode(input_ids[:, self.start_length :])
         done = all(continuation_is_done(text, self.stop, self.rule) for text in decoded)
         return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
@@ -112,7 +113,7 @@ def precision_kwargs(engine: EngineSpec, device: str) -> dict:
 
 def load_model(engine: EngineSpec, source: ModelSource, device: str):
     """The model on `device` in eval mode (bitsandbytes places quantized models itself)."""
-    model = AutoModelForCausalLM.from_pretrained(
+    model: Any = AutoModelForCausalLM.from_pretrained(
         source.name, **source.hub_kwargs, **precision_kwargs(engine, device)
     )
     if engine.quant is Quant.NONE:
@@ -139,8 +140,8 @@ def seed_like_harness(seed: int) -> None:
 
 class HfBackend:
     def __init__(self) -> None:
-        self.model = None
-        self.tokenizer = None
+        self.model: Any = None  # a transformers PreTrainedModel once loaded
+        self.tokenizer: Any = None
         self.engine: EngineSpec | None = None
         self.device = "cpu"
 

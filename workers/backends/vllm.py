@@ -283,7 +283,7 @@ class VllmBackend:
         from vllm.sampling_params import RequestOutputKind
 
         s = request.sampling
-        common = {
+        common: dict[str, Any] = {
             "max_tokens": prep.max_tokens,
             "stop": list(stop),
             "output_kind": RequestOutputKind.DELTA,
@@ -300,7 +300,7 @@ class VllmBackend:
             raise UnsupportedSetting(
                 "vLLM has no global sampling stream: sampled settings need seed_policy=per_sample"
             )
-        sampled = {"temperature": s.temperature, "top_p": s.top_p, **common}
+        sampled: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p, **common}
         if s.top_k > 0:  # 0: off, as in HF
             sampled["top_k"] = s.top_k
         if "min_p" in self._defaults.sampling_extra:
