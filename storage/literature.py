@@ -36,6 +36,8 @@ COLUMNS = (
     "model", "model_family", "size_b", "tuning", "score_pct", "source_id", "source_title",
     "table_or_location", "setting_notes", "found_via",
 )  # fmt: skip
+# Optional columns: a user's CSV may leave them out (they are then blank for every row).
+OPTIONAL_COLUMNS = ("n_samples",)
 TUNINGS = ("base", "instruct")
 DEFAULT_FILE = "humanevalfix-python.csv"  # shipped in storage/data/
 DEFAULT_MAPPING_FILE = "humanevalfix-mapping.yaml"  # shipped in storage/data/
@@ -70,6 +72,7 @@ class LiteratureRow:
     table_or_location: str
     setting_notes: str
     found_via: str
+    n_samples: int | None = None  # samples per problem behind the value, where the source says
 
     @property
     def score_pct(self) -> float:
@@ -102,6 +105,12 @@ def _validate(values: dict[str, str], source: str, line: int) -> LiteratureRow:
         )  # fmt: skip
     if not values["source_id"]:
         raise LiteratureError(source, line, "source_id", "", "must name the source")
+    samples = values.get("n_samples", "")
+    if samples and not (samples.isdigit() and int(samples) >= 1):
+        raise LiteratureError(
+            source, line, "n_samples", samples,
+            "must be a positive integer (samples per problem), or empty when unknown",
+        )  # fmt: skip
     return LiteratureRow(
         line=line,
         model=values["model"],
@@ -114,6 +123,7 @@ def _validate(values: dict[str, str], source: str, line: int) -> LiteratureRow:
         table_or_location=values["table_or_location"],
         setting_notes=values["setting_notes"],
         found_via=values["found_via"],
+        n_samples=int(samples) if samples else None,
     )
 
 
@@ -131,7 +141,7 @@ def parse_literature(text: str, source: str = "<literature>") -> list[Literature
             source, 1, None, None,
             f"header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}",
         )  # fmt: skip
-    index = {c: header.index(c) for c in COLUMNS}
+    index = {c: header.index(c) for c in (*COLUMNS, *OPTIONAL_COLUMNS) if c in header}
     rows = []
     start = reader.line_num + 1
     try:

@@ -52,7 +52,14 @@ SETTINGS = pa.schema(
         ("variant", _str),
         ("data_sha256", _str),
         ("limit", pa.int32()),
+        # Facts fixed at run time so that a report needs nothing but the store: problems the
+        # setting covers and the benchmark's total (fewer: a pilot), the template kind (own /
+        # instruct / chat / ...) and the model's own template.
+        ("n_problems", pa.int32()),
+        ("benchmark_n_problems", pa.int32()),
         ("template", _str),
+        ("template_kind", _str),
+        ("model_own_template", _str),
         ("decoding", _str),
         ("do_sample", pa.bool_()),
         ("temperature", pa.float64()),

@@ -212,3 +212,20 @@ def write_canonical_store(root: str, problem_set, n_problems: int = 5, buggy=(3,
         g["program"] = program
     store.write_rows("generations", key, gens)
     return key
+
+
+def write_setting(
+    store: Store, spec: Spec, n_problems: int = N_PROBLEMS, benchmark_n_problems: int = N_PROBLEMS
+) -> str:
+    """One complete setting over the first `n_problems` problems, with the run-time facts a
+    current reprogrid stores (a pilot when `n_problems < benchmark_n_problems`). Returns its key."""
+    key = hashlib.sha256(f"{spec_key(spec)}|{n_problems}".encode()).hexdigest()
+    row = _settings_row(spec, key, n_problems)
+    row.update(
+        limit=n_problems if n_problems < benchmark_n_problems else None,
+        n_problems=n_problems, benchmark_n_problems=benchmark_n_problems,
+        template_kind=spec.template, model_own_template=MODELS[spec.model]["own"],
+    )  # fmt: skip
+    store.write_rows("settings", key, [row])
+    _write_results(store, spec, key, _passes(spec, key, n_problems))
+    return key

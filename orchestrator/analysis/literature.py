@@ -5,9 +5,14 @@ The rules (Szalontai et al. 2025, Sections 2.2 and 3.2), all in exact rational a
 * A reported value `v` printed with `d` decimals is the result of **rounding** a score `x` (in
   percent) when `|x - v| <= 0.5 * 10^-d` (a tie counts for either rounding direction), and of
   **flooring** (truncating) it when `v <= x < v + 10^-d`.
-* **Obtainable**: with `n` problems and one sample a score is `k/n`; `v` is obtainable when some
-  `k` in `0..n` gives `v` by rounding or flooring. 44.9 is not (73/164 = 44.51, 74/164 = 45.12);
-  45.12 is 74/164.
+* **Obtainable**: with `n` problems and `m` samples per problem a pass@1 is `k/(n*m)`; `v` is
+  obtainable when some `k` in `0..n*m` gives `v` by rounding or flooring. With one sample 44.9
+  is not (73/164 = 44.51, 74/164 = 45.12); 45.12 is 74/164. `m` is the paper's, when its source
+  states it (the literature table's `n_samples`: OctoPack's 8.7 from n=20 is 285/3280); when it
+  is unknown, one sample is assumed and said ("not obtainable with one sample per problem"),
+  never plain "unobtainable", which would accuse the authors of a mistake.
+* **Pilots**: a setting that scored fewer problems than the benchmark holds (a limit, a subset
+  file, a partial import) is a pilot. It is listed, never a reproduction, near or closest.
 * **Reproduced**: a setting reproduces `v` when its pass@1 gives `v` by rounding or flooring.
   **Near**: not reproduced, but within one problem: `|x - v| <= 100/n` percentage points.
   Otherwise the closest setting and its signed gap (setting minus reported) are given; the closest
@@ -23,6 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from fractions import Fraction
 from typing import Literal
 
@@ -42,7 +48,18 @@ class SettingScore:
     tuning: str  # "base" | "instruct"
     label: str  # human-readable setting, e.g. "own greedy 2048 bf16 hf"
     score: Fraction  # pass@1 as an exact fraction in [0, 1]
-    n_problems: int
+    n_problems: int  # problems the setting scored
+    n_problems_total: int | None = None  # problems of the benchmark (None: n_problems)
+
+    @property
+    def pilot(self) -> bool:
+        """Scored on a subset of the benchmark: never a reproduction verdict."""
+        return self.n_problems_total is not None and self.n_problems < self.n_problems_total
+
+    @property
+    def subset(self) -> str:
+        """"subset (10 of 164)" for a pilot, "" otherwise."""
+        return f"subset ({self.n_problems} of {self.n_problems_total})" if self.pilot else ""
 
     @property
     def pct(self) -> float:
@@ -84,15 +101,28 @@ def match_rule(score: Fraction, value_text: str) -> Rule | None:
     return None
 
 
+class Sampling(StrEnum):
+    """What the source says about how many samples per problem its pass@1 came from."""
+
+    STATED = "stated"  # the literature table's n_samples
+    ASSUMED_ONE = "assumed one sample"  # not stated: one sample per problem is assumed
+
+
 @dataclass(frozen=True)
 class Obtainability:
     value_text: str
     decimals: int
     n_problems: int
-    ks_round: tuple[int, ...]  # k with k/n rounding to the value
-    ks_floor: tuple[int, ...]  # k with k/n flooring to the value
-    below: int | None  # the largest k with k/n under the value (None if none)
-    above: int | None  # the smallest k with k/n over the value
+    ks_round: tuple[int, ...]  # k with k/N rounding to the value (N = problems x samples)
+    ks_floor: tuple[int, ...]  # k with k/N flooring to the value
+    below: int | None  # the largest k with k/N under the value (None if none)
+    above: int | None  # the smallest k with k/N over the value
+    n_samples: int = 1  # samples per problem behind the value (stated, or assumed 1)
+    sampling: Sampling = Sampling.STATED
+
+    @property
+    def denominator(self) -> int:
+        return self.n_problems * self.n_samples
 
     @property
     def obtainable(self) -> bool:
@@ -102,34 +132,57 @@ class Obtainability:
     def ks(self) -> tuple[int, ...]:
         return tuple(sorted(set(self.ks_round) | set(self.ks_floor)))
 
+    @property
+    def verdict(self) -> str:
+        """"obtainable", "not obtainable" (the source states its sampling), or "not obtainable
+        with one sample per problem" (it does not: the value may come from several samples)."""
+        if self.obtainable:
+            return "obtainable"
+        if self.sampling is Sampling.ASSUMED_ONE:
+            return "not obtainable with one sample per problem"
+        return "not obtainable"
+
     def describe(self) -> str:
-        """E.g. "74/164 (round)", or "no k/164: 73/164 = 44.51, 74/164 = 45.12"."""
-        n = self.n_problems
+        """E.g. "74/164 (round)", "284/3280 .. 288/3280 (round or floor; 20 samples x 164)",
+        or "no k/164: 73/164 = 44.51, 74/164 = 45.12"."""
+        n = self.denominator
+        samples = f"; {self.n_samples} samples x {self.n_problems}" if self.n_samples > 1 else ""
+        if self.obtainable and len(self.ks) > 2:  # fine granularity: the range
+            return f"{self.ks[0]}/{n} .. {self.ks[-1]}/{n} (round or floor{samples})"
         if self.obtainable:
             parts = []
             for k in self.ks:
                 rules = [r for r, ks in (("round", self.ks_round), ("floor", self.ks_floor))
                          if k in ks]  # fmt: skip
-                parts.append(f"{k}/{n} ({', '.join(rules)})")
+                parts.append(f"{k}/{n} ({', '.join(rules)}{samples})")
             return "; ".join(parts)
         near = [f"{k}/{n} = {100 * k / n:.2f}" for k in (self.below, self.above) if k is not None]
         return f"no k/{n}: " + ", ".join(near)
 
 
-def obtainability(value_text: str, n_problems: int = HUMANEVALFIX_PROBLEMS) -> Obtainability:
-    """Which k/n (one sample per problem) give the printed value by rounding or flooring."""
+def obtainability(
+    value_text: str, n_problems: int = HUMANEVALFIX_PROBLEMS, n_samples: int | None = 1
+) -> Obtainability:
+    """Which k/(n_problems x n_samples) give the printed value by rounding or flooring.
+    `n_samples` None: the source does not say; one sample per problem is assumed and the
+    result says so (`Sampling.ASSUMED_ONE`)."""
     if n_problems < 1:
         raise ValueError(f"n_problems must be >= 1, got {n_problems}")
+    if n_samples is not None and n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    sampling = Sampling.STATED if n_samples is not None else Sampling.ASSUMED_ONE
+    samples = n_samples or 1
+    total = n_problems * samples
     value = _value(value_text)
     unit = _unit(value_text)
-    # Only k with k/n within one printed unit of the value can match.
-    lo = max(0, math.floor((value - unit) * n_problems / 100))
-    hi = min(n_problems, math.ceil((value + unit) * n_problems / 100))
-    candidates = [(k, Fraction(k, n_problems)) for k in range(lo, hi + 1)]
+    # Only k with k/N within one printed unit of the value can match.
+    lo = max(0, math.floor((value - unit) * total / 100))
+    hi = min(total, math.ceil((value + unit) * total / 100))
+    candidates = [(k, Fraction(k, total)) for k in range(lo, hi + 1)]
     ks_round = [k for k, score in candidates if rounds_to(score, value_text)]
     ks_floor = [k for k, score in candidates if floors_to(score, value_text)]
-    below = math.ceil(value * n_problems / 100) - 1
-    above = math.floor(value * n_problems / 100) + 1
+    below = math.ceil(value * total / 100) - 1
+    above = math.floor(value * total / 100) + 1
     return Obtainability(
         value_text=value_text.strip(),
         decimals=decimals_of(value_text),
@@ -137,7 +190,9 @@ def obtainability(value_text: str, n_problems: int = HUMANEVALFIX_PROBLEMS) -> O
         ks_round=tuple(ks_round),
         ks_floor=tuple(ks_floor),
         below=below if below >= 0 else None,
-        above=above if above <= n_problems else None,
+        above=above if above <= total else None,
+        n_samples=samples,
+        sampling=sampling,
     )
 
 
@@ -148,6 +203,7 @@ class Reproduction:
     near: tuple[SettingScore, ...]  # within one problem, not reproduced
     closest: SettingScore | None
     closest_gap_pp: float | None  # closest setting's score minus the value, percentage points
+    pilots: tuple[SettingScore, ...] = ()  # subset settings: listed, never compared
 
     @property
     def status(self) -> str:
@@ -155,16 +211,22 @@ class Reproduction:
             return "reproduced"
         if self.near:
             return "near"
-        return "not reproduced" if self.closest is not None else "no settings"
+        if self.closest is not None:
+            return "not reproduced"
+        return "only a pilot subset" if self.pilots else "no settings"
 
 
 def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduction:
-    """Which settings reproduce the value; else which are near; and the closest one."""
+    """Which settings reproduce the value; else which are near; and the closest one. Pilot
+    settings (a subset of the problems) are set aside: they are never any of those."""
     value = _value(value_text)
     ordered = sorted(settings, key=lambda s: (s.model_name, s.label, s.key))
+    pilots = tuple(s for s in ordered if s.pilot)
     reproduced, near = [], []
     closest, gap = None, None
     for s in ordered:
+        if s.pilot:
+            continue
         rule = match_rule(s.score, value_text)
         diff = s.score * 100 - value
         if rule is not None:
@@ -179,12 +241,13 @@ def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduct
         near=tuple(near),
         closest=closest,
         closest_gap_pp=float(gap) if gap is not None else None,
+        pilots=pilots,
     )
 
 
 def tuning_confusion(own: Reproduction | None, counterpart: Reproduction | None) -> bool:
     """The value is not reproduced by its own model's settings but is by the counterpart's."""
-    if own is None or counterpart is None or own.status == "no settings":
+    if own is None or counterpart is None or own.status in ("no settings", "only a pilot subset"):
         return False
     return own.status != "reproduced" and counterpart.status == "reproduced"
 
@@ -251,7 +314,7 @@ def join_literature(
             LiteratureMatch(
                 row=row,
                 model_name=model,
-                obtainability=obtainability(row.score_text, n_problems),
+                obtainability=obtainability(row.score_text, n_problems, row.n_samples),
                 own=own,
                 counterpart_model=partner,
                 counterpart=counterpart,
@@ -281,7 +344,9 @@ def match_record(m: LiteratureMatch) -> dict[str, object]:
         "source_id": m.row.source_id,
         "location": m.row.table_or_location,
         "found_via": m.row.found_via,
+        "n_samples_reported": m.row.n_samples,
         "obtainable": m.obtainability.obtainable,
+        "obtainability": m.obtainability.verdict,
         "obtainable_as": m.obtainability.describe(),
         "status": m.status,
         "tuning_confusion": m.tuning_confusion,
@@ -297,8 +362,27 @@ def match_record(m: LiteratureMatch) -> dict[str, object]:
         "closest_key": closest.key if closest else None,
         "counterpart_model": m.counterpart_model,
         "counterpart_reproduced_by": _labels([s for s, _ in other.reproduced_by]) if other else "",
+        "pilots": pilot_note(own.pilots) if own else "",
         "line": m.row.line,
     }
+
+
+def pilot_note(pilots: Sequence[SettingScore]) -> str:
+    """Why pilot settings got no verdict: "not compared (a subset of the problems): <label>
+    subset (10 of 164); ..." ("" without pilots)."""
+    if not pilots:
+        return ""
+    listed = "; ".join(f"{s.label} {s.subset}" for s in pilots)
+    return f"not compared (a subset of the problems): {listed}"
+
+
+def obtainability_counts(matches: Sequence[LiteratureMatch]) -> dict[str, int]:
+    """How many reported values each obtainability rule gives (the report's note)."""
+    counts = {"values": len(matches), "obtainable": 0, "not obtainable": 0,
+              "not obtainable with one sample per problem": 0}  # fmt: skip
+    for m in matches:
+        counts[m.obtainability.verdict] += 1
+    return counts
 
 
 def unmatched_record(m: LiteratureMatch) -> dict[str, object]:
@@ -317,12 +401,14 @@ def unmatched_record(m: LiteratureMatch) -> dict[str, object]:
 
 
 def unobtainable_record(m: LiteratureMatch) -> dict[str, object]:
-    """A reported value no k/n gives (one sample per problem)."""
+    """A reported value no k/(problems x samples) gives."""
     return {
         "literature_model": m.row.model,
         "reported": m.row.score_text,
         "source_id": m.row.source_id,
         "location": m.row.table_or_location,
+        "obtainability": m.obtainability.verdict,
+        "n_samples_reported": m.row.n_samples,
         "nearest": m.obtainability.describe(),
         "setting_notes": m.row.setting_notes,
         "line": m.row.line,

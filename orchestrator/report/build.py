@@ -27,11 +27,18 @@ from orchestrator.analysis.literature import (
     LiteratureMatch,
     join_literature,
     match_record,
+    obtainability_counts,
     unmatched_record,
     unobtainable_record,
 )
 from orchestrator.report.data import ModelLiterature, ReportData, ReportOptions, ReportTable
-from orchestrator.report.grid import grid_frame, load_mapping, read_frame, setting_scores
+from orchestrator.report.grid import (
+    KIND_STORED,
+    grid_frame,
+    load_mapping,
+    read_frame,
+    setting_scores,
+)
 from storage.literature import (
     load_default_literature,
     load_literature,
@@ -194,7 +201,7 @@ def _notes(
     baseline: Mapping[str, Any],
     n_pairs: int,
 ) -> list[str]:
-    notes = []
+    notes = _trust_notes(grid, matches)
     answered = {m.model_name for m in matches if m.own is not None}
     for model in sorted(set(grid["model_name"])) if len(grid) else []:
         if model not in answered:
@@ -210,6 +217,34 @@ def _notes(
         notes.append(
             f"no effects: no model has a baseline setting ({base}) and a setting that changes "
             "one axis of it; choose another baseline with --baseline KEY=VALUE"
+        )
+    return notes
+
+
+def _trust_notes(grid: pd.DataFrame, matches: Sequence[LiteratureMatch]) -> list[str]:
+    """What a reader must know before quoting a number: pilots, inferred template kinds, and
+    how many reported values each obtainability rule gives."""
+    notes = []
+    pilots = grid[grid["subset"] != ""] if len(grid) else grid
+    if len(pilots):
+        notes.append(
+            f"{len(pilots)} setting(s) scored a subset of the problems (pilots: "
+            f"{', '.join(sorted(set(pilots['subset'])))}); they are shown, never a reproduction"
+        )
+    inferred = grid[grid["template_kind_from"] != KIND_STORED] if len(grid) else grid
+    for source, group in inferred.groupby("template_kind_from") if len(inferred) else []:
+        notes.append(
+            f"{len(group)} setting(s) predate stored template kinds: kind taken from the "
+            f"{source} ({', '.join(sorted(set(group['model_name'])))})"
+        )
+    counts = obtainability_counts(matches)
+    if counts["values"]:
+        notes.append(
+            f"{counts['values']} reported value(s): {counts['obtainable']} obtainable with the "
+            f"stated or assumed sampling; {counts['not obtainable']} not obtainable with the "
+            f"sampling their source states; {counts['not obtainable with one sample per problem']}"
+            " not obtainable with one sample per problem (their source does not say how it "
+            "sampled)"
         )
     return notes
 

@@ -32,10 +32,13 @@ PRECISION_RANK = {"bf16": 0, "fp16": 1, "fp32": 2, "int8": 3, "int4": 4}
 GRID_COLUMNS = (
     "model_name", "model_tuning", "template", "template_kind", "decoding", "max_length",
     "precision", "backend", "variant", "n_samples", "metric", "score_pct", "ci_low_pct",
-    "ci_high_pct", "n_problems", "n_passed", "n_prompt_truncated", "n_hit_length_limit",
+    "ci_high_pct", "n_problems", "subset", "n_passed", "n_prompt_truncated", "n_hit_length_limit",
     "n_decode_mismatch", "n_timeout", "benchmark", "length_semantics", "limit", "model_family",
-    "model_size_b", "setting_key",
+    "model_size_b", "benchmark_n_problems", "template_kind_from", "setting_key",
 )  # fmt: skip
+# Where a row's template kind came from: stored at run time, or (stores written before reprogrid
+# stored it) from today's model config, or by name when the model's config is gone.
+KIND_STORED, KIND_CONFIG, KIND_BY_NAME = "store", "model config", "template name"
 
 # ---------------------------------------------------------------------------------------------
 # Inputs
@@ -82,11 +85,36 @@ def _pass1(store: Store, key: str, score: Mapping[str, Any], options: ReportOpti
     }
 
 
+def present(value: Any) -> bool:
+    """Not null (None, NaN or pandas' NA: a column an older store did not write)."""
+    return value is not None and not pd.isna(value)
+
+
+def _kind(setting: Mapping[str, Any], own: str | None) -> tuple[str, str]:
+    if present(setting.get("template_kind")):
+        return str(setting["template_kind"]), KIND_STORED
+    return template_kind(setting["template"], own), KIND_CONFIG if own else KIND_BY_NAME
+
+
+def subset_label(n_problems: Any, total: Any, limit: Any) -> str:
+    """"subset (10 of 164)" when a setting covers fewer problems than its benchmark holds
+    ("subset (limit 10)" when an older store did not record the total), else ""."""
+    if present(total) and present(n_problems) and int(n_problems) < int(total):
+        return f"subset ({int(n_problems)} of {int(total)})"
+    if not present(total) and present(limit):
+        return f"subset (limit {int(limit)})"
+    return ""
+
+
 def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> dict[str, Any]:
     row = {c: setting.get(c) for c in GRID_COLUMNS}
     exact = measured["exact"]
+    kind, kind_from = _kind(setting, own)
+    total = setting.get("benchmark_n_problems")
     row.update(
-        template_kind=template_kind(setting["template"], own),
+        template_kind=kind, template_kind_from=kind_from,
+        benchmark_n_problems=int(total) if present(total) else None,
+        subset=subset_label(score.get("n_problems"), total, setting.get("limit")),
         metric=score.get("metric"),
         score_pct=float(exact * 100) if exact is not None else None,
         ci_low_pct=measured["ci_low_pct"], ci_high_pct=measured["ci_high_pct"],
@@ -132,19 +160,23 @@ def setting_label(row: Mapping[str, Any]) -> str:
 
 
 def setting_scores(grid: pd.DataFrame, mapping: LiteratureMapping) -> list[SettingScore]:
-    """The grid rows that the literature describes (its benchmark and variants, pass@1)."""
+    """The grid rows that the literature describes (its benchmark and variants, pass@1). A
+    row's benchmark total is what the store recorded, else the literature's problem count: a
+    setting over fewer problems is a pilot, which the join never gives a verdict."""
     out = []
     for row in grid.to_dict("records"):
         if row["benchmark"] != mapping.benchmark or row["variant"] not in mapping.variants:
             continue
         if row["metric"] != "pass@1" or row["exact"] is None:
             continue
+        total = row["benchmark_n_problems"]
         out.append(
             SettingScore(
                 key=row["setting_key"], model_name=row["model_name"],
                 model_family=row["model_family"] or "", model_size_b=row["model_size_b"],
                 tuning=row["model_tuning"], label=setting_label(row), score=row["exact"],
                 n_problems=int(row["n_problems"] or mapping.n_problems),
+                n_problems_total=int(total) if present(total) else mapping.n_problems,
             )
         )  # fmt: skip
     return out

@@ -40,18 +40,23 @@ TABLES: dict[str, tuple[str, str]] = {
                       "Settings with at least one truncated prompt, length-limit hit or decode "
                       "mismatch (counts of samples)."),
     "literature": ("Reported values against the measured settings",
-                   "Each reported value of a model the store holds: whether some k/164 gives it "
-                   "(one sample per problem), the settings that reproduce it (pass@1 rounds "
-                   "[round] or truncates [floor] to it at the printed decimals), settings within "
-                   "one problem (near), the closest setting and its gap (setting minus reported, "
-                   "percentage points), and tuning confusion (only the other tuning's model "
-                   "reproduces it)."),
+                   "Each reported value of a model the store holds: whether some "
+                   "k/(164 x samples) gives it (with the samples per problem its source states, "
+                   "else one), the settings that reproduce it (pass@1 rounds [round] or "
+                   "truncates [floor] to it at the printed decimals), settings within one "
+                   "problem (near), the closest setting and its gap (setting minus reported, "
+                   "percentage points), tuning confusion (only the other tuning's model "
+                   "reproduces it), and pilot settings (a subset of the problems), which are "
+                   "listed but never compared."),
     "literature_unmatched": ("Literature rows without measured settings",
                              "Rows whose model name the mapping does not list (unmapped) or "
                              "whose model the store has not run (not in store)."),
-    "unobtainable": ("Reported values that no k/164 gives",
-                     "With 164 problems and one sample a score is k/164; no k gives these "
-                     "printed values by rounding or flooring."),
+    "unobtainable": ("Reported values that no k/(164 x samples) gives",
+                     "With 164 problems and m samples per problem a pass@1 is k/(164 m); no k "
+                     "gives these printed values by rounding or flooring. Where the source does "
+                     "not say how it sampled, m = 1 is assumed and the row says \"not "
+                     "obtainable with one sample per problem\": the value may come from "
+                     "several samples."),
     "effects": ("Effect of each setting against the baseline",
                 "Pairs of settings of one model that differ only in one axis: mean change "
                 "(percentage points, signed), mean relative change (percent of the baseline "

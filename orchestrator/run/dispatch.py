@@ -162,7 +162,7 @@ class Dispatcher:
                 gpus = self._gpus_for(unit, cluster_gpus)
             except ClusterError as e:
                 for item in unit.settings:
-                    self._fail(item, "ClusterError", str(e))
+                    self._fail(item, "ClusterError", str(e), generating=False)
                 continue
             actor = EngineWorker.options(  # type: ignore[attr-defined]  # added by @ray.remote
                 num_gpus=gpus,
@@ -180,8 +180,12 @@ class Dispatcher:
 
     # -- events ------------------------------------------------------------------------------
 
-    def _fail(self, item: PlannedSetting, error_type: str, message: str) -> None:
-        self.writer.failed(item.key, item.setting, error_type, message)
+    def _fail(
+        self, item: PlannedSetting, error_type: str, message: str, *, generating: bool = True
+    ) -> None:
+        self.writer.failed(
+            item.key, item.setting, error_type, message, generation_attempt=generating
+        )
         self.summary.failed += 1
         self.progress.fail(label(item), f"{error_type}: {message[:200]}")
 
@@ -223,7 +227,7 @@ class Dispatcher:
             records = ray.get(ref)
         except RayError as e:
             error_type, message = _describe(e)
-            self._fail(item, error_type, message)
+            self._fail(item, error_type, message, generating=False)
             return
         score = self.writer.executed(item.key, item.setting, records)
         self.summary.executed += 1

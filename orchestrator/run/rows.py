@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,16 @@ from workers.spec import (
 )
 
 
+@dataclass(frozen=True)
+class SettingFacts:
+    """What an analysis needs about a setting beyond its spec, fixed when it runs (so that a
+    report reads the store alone; editing sweeps/ later changes nothing)."""
+
+    template_kind: str  # "own" when the template is the model's own format, else its name
+    n_problems: int  # problems the setting covers
+    benchmark_n_problems: int  # problems the benchmark holds (more: the setting is a pilot)
+
+
 def setting_row(
     key: str,
     setting: SettingSpec,
@@ -29,6 +40,7 @@ def setting_row(
     *,
     now: datetime,
     run_id: str,
+    facts: SettingFacts | None = None,
     reason: str | None = None,
     error_type: str | None = None,
     attempts: int = 0,
@@ -72,7 +84,14 @@ def setting_row(
         "seed": setting.seed,
         "seed_policy": setting.seed_policy.value,
         "setting_json": canonical_json(setting_fields(setting)),
+        "model_own_template": model.own_template,
     }
+    if facts is not None:
+        row.update(
+            template_kind=facts.template_kind,
+            n_problems=facts.n_problems,
+            benchmark_n_problems=facts.benchmark_n_problems,
+        )
     row.update(provenance or {})
     return row
 

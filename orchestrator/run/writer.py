@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.run.rows import (
+    SettingFacts,
     execution_rows,
     generation_rows,
     provenance_of,
@@ -23,6 +24,7 @@ from orchestrator.run.rows import (
 from storage.schema import SettingStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
+from workers.benchmarks.registry import get_benchmark
 from workers.spec import ExecutionRecord, SampleRecord, SettingGenerations, SettingSpec
 
 logger = logging.getLogger(__name__)
@@ -45,12 +47,13 @@ class StoreWriter:
         store: Store,
         run_id: str,
         library_versions: str,
+        benchmarks: Mapping[str, Benchmark],
         clock: Callable[[], datetime] = utc_now,
-        benchmarks: Mapping[str, Benchmark] | None = None,
     ):
         self.store = store
-        # Loaded benchmarks by name: their `summarize` may replace the pass@1 headline.
-        self.benchmarks = dict(benchmarks or {})
+        # Loaded benchmarks by name: the facts of every settings row (problems, template kind)
+        # and `summarize`, which may replace the pass@1 headline.
+        self.benchmarks = dict(benchmarks)
         self.run_id = run_id
         self.library_versions = library_versions
         self.clock = clock
@@ -74,17 +77,36 @@ class StoreWriter:
     ) -> None:
         row = setting_row(
             key, setting, status,
-            now=self.clock(), run_id=self.run_id, reason=reason, error_type=error_type,
-            attempts=self._attempts.get(key, 0), provenance=self._provenance.get(key),
+            now=self.clock(), run_id=self.run_id, facts=self._facts(setting), reason=reason,
+            error_type=error_type, attempts=self._attempts.get(key, 0),
+            provenance=self._provenance.get(key),
         )  # fmt: skip
         self.store.write_rows("settings", key, [row])
+
+    def _facts(self, setting: SettingSpec) -> SettingFacts | None:
+        """Run-time facts of a setting: its problems (of the benchmark's) and template kind."""
+        benchmark = self.benchmarks.get(setting.benchmark.name)
+        if benchmark is None:
+            return None
+        ids = benchmark.problem_ids()
+        kind = get_benchmark(setting.benchmark.name).template_kind(
+            setting.template, setting.engine.model
+        )
+        return SettingFacts(kind, len(ids[: setting.benchmark.limit]), len(ids))
 
     def skipped(self, key: str, setting: SettingSpec, reason: str) -> None:
         self._write(key, setting, SettingStatus.SKIPPED, reason=reason)
 
+    def _known_attempts(self, key: str) -> int:
+        if key not in self._attempts:
+            self._attempts[key] = int((self._previous(key) or {}).get("attempts") or 0)
+        return self._attempts[key]
+
     def started(self, key: str, setting: SettingSpec) -> None:
+        """The setting is submitted (to generate, or only to execute its stored generations).
+        Not an attempt yet: `attempts` counts generation attempts that came back."""
         previous = self._previous(key)
-        self._attempts[key] = (previous or {}).get("attempts", 0) + 1
+        self._attempts[key] = int((previous or {}).get("attempts") or 0)
         if previous:  # keep what an earlier run learnt (execution-only resumes need it)
             kept = {c: previous.get(c) for c in PROVENANCE_FIELDS if previous.get(c) is not None}
             self._provenance.setdefault(key, kept)
@@ -92,6 +114,7 @@ class StoreWriter:
 
     def generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
         self.store.write_rows("generations", key, generation_rows(key, result.samples))
+        self._attempts[key] = self._known_attempts(key) + 1
         self._provenance[key] = provenance_of(result, self.library_versions)
         self._write(key, setting, SettingStatus.RUNNING)
         self.n_generated += 1
@@ -118,6 +141,18 @@ class StoreWriter:
         self.n_executed += 1
         return score
 
-    def failed(self, key: str, setting: SettingSpec, error_type: str, message: str) -> None:
+    def failed(
+        self,
+        key: str,
+        setting: SettingSpec,
+        error_type: str,
+        message: str,
+        *,
+        generation_attempt: bool = True,
+    ) -> None:
+        """Record a failure. `generation_attempt` False: the setting never got to generate
+        (it could not be placed) or only its execution failed: `attempts` stays."""
         logger.warning("setting %s failed: %s: %s", key[:12], error_type, message)
+        if generation_attempt:
+            self._attempts[key] = self._known_attempts(key) + 1
         self._write(key, setting, SettingStatus.FAILED, reason=message, error_type=error_type)

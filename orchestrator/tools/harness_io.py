@@ -220,7 +220,7 @@ def import_generations(
     run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     versions = library_versions_json()
     with store.writer_lock(wait_s=wait_lock_s):
-        writer = StoreWriter(store, run_id, versions)
+        writer = StoreWriter(store, run_id, versions, benchmarks={loaded.name: loaded})
         writer.started(cell.key, cell.setting)
         gens = _generations(cell.key, cell.setting, samples, time.monotonic() - started, file_sha)
         writer.generated(cell.key, cell.setting, gens)

@@ -26,11 +26,38 @@ def test_the_shipped_table_loads_with_the_printed_text():
     assert rows[0].line == 2  # the header is line 1
 
 
-def test_the_shipped_copy_equals_the_shared_data_file(shared_data):
+def test_the_shipped_copy_is_the_shared_data_file_plus_n_samples(shared_data):
+    """Every column of the shared file, unchanged, and `n_samples` where the source states it:
+    Granite (greedy, n=1) and OctoPack (n=20, GPT-4 n=1); blank everywhere else."""
+    import csv
+    import io
     from importlib import resources
 
-    shipped = resources.files("storage").joinpath("data", "humanevalfix-python.csv").read_bytes()
-    assert shipped == (shared_data / "literature" / "humanevalfix-python.csv").read_bytes()
+    shipped = resources.files("storage").joinpath("data", "humanevalfix-python.csv").read_text()
+    shared = (shared_data / "literature" / "humanevalfix-python.csv").read_text()
+    ours = list(csv.reader(io.StringIO(shipped, newline="")))
+    theirs = list(csv.reader(io.StringIO(shared, newline="")))
+    assert [r[:-1] for r in ours] == theirs and ours[0][-1] == "n_samples"
+    stated = {}
+    for r in load_default_literature():
+        stated.setdefault((r.source_id, r.n_samples), []).append(r)
+    assert {k: len(v) for k, v in stated.items()} == {
+        ("arXiv:2405.04324", 1): 41, ("arXiv:2308.07124", 20): 8, ("arXiv:2308.07124", 1): 1,
+        ("arXiv:2312.14187", None): 19, ("arXiv:2405.15793", None): 5,
+        ("arXiv:2407.16741", None): 7, ("doi:10.3390/software4030017", None): 14,
+    }  # fmt: skip
+    assert all("n=1" in r.setting_notes for r in stated[("arXiv:2405.04324", 1)])
+    assert all("n=20" in r.setting_notes for r in stated[("arXiv:2308.07124", 20)])
+    assert [r.model for r in stated[("arXiv:2308.07124", 1)]] == ["GPT-4"]
+
+
+def test_n_samples_must_be_a_positive_integer_or_empty(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text(f"{HEADER},n_samples\n{GOOD},20\n{GOOD},\n", encoding="utf-8")
+    assert [r.n_samples for r in load_literature(path)] == [20, None]
+    path.write_text(f"{HEADER},n_samples\n{GOOD},0\n", encoding="utf-8")
+    with pytest.raises(LiteratureError, match="n_samples"):
+        load_literature(path)
 
 
 def test_a_user_csv_with_the_same_columns_loads(tmp_path):

@@ -11,6 +11,7 @@ from orchestrator.analysis.literature import (
     match_record,
     match_rule,
     obtainability,
+    obtainability_counts,
     reproduction,
     tuning_confusion,
 )
@@ -181,3 +182,62 @@ def test_join_keeps_unmapped_and_not_run_rows_in_order():
     assert [m.status for m in matches] == ["unmapped", "reproduced", "not in store"]
     assert [m.row.line for m in matches] == [2, 3, 4]
     assert matches[1].counterpart_model is None and not matches[1].tuning_confusion
+
+
+# -- sampling and pilots (Trust §2, §3) ---------------------------------------------------------
+
+
+def test_a_value_from_20_samples_is_obtainable_at_its_own_granularity():
+    """OctoPack's StarCoder 8.7 (n=20): no k/164 gives it, 285/3280 does."""
+    assert not obtainability("8.7", 164, 1).obtainable
+    sampled = obtainability("8.7", 164, 20)
+    assert sampled.obtainable and 285 in sampled.ks and sampled.verdict == "obtainable"
+    assert sampled.describe() == "284/3280 .. 288/3280 (round or floor; 20 samples x 164)"
+
+
+def test_unknown_sampling_is_never_called_plainly_unobtainable():
+    unknown = obtainability("44.9", 164, None)
+    assert not unknown.obtainable
+    assert unknown.verdict == "not obtainable with one sample per problem"
+    assert obtainability("44.9", 164, 1).verdict == "not obtainable"
+
+
+def test_the_join_uses_the_rows_stated_sampling():
+    rows = [LiteratureRow(2, "StarCoder", "f", "15.5", "base", "8.7", "octopack", "t", "T", "",
+                          "x", n_samples=20),
+            LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x")]
+    matches = join_literature(rows, {}, [])
+    assert [m.obtainability.verdict for m in matches] == [
+        "obtainable", "not obtainable with one sample per problem"]  # fmt: skip
+    counts = obtainability_counts(matches)
+    assert counts == {"values": 2, "obtainable": 1, "not obtainable": 0,
+                      "not obtainable with one sample per problem": 1}  # fmt: skip
+
+
+def pilot(model: str, k: int, n: int, total: int = 164, label: str = "pilot") -> SettingScore:
+    return SettingScore(key=f"{model}-{label}", model_name=model, model_family="fam",
+                        model_size_b=1.3, tuning="instruct", label=label,
+                        score=Fraction(k, n), n_problems=n, n_problems_total=total)  # fmt: skip
+
+
+def test_a_pilot_is_never_reproduced_near_or_closest():
+    """A 10-problem setting scoring 3/10 = 30.0 would 'reproduce' 30.0: it must not."""
+    small = pilot("m", 3, 10)
+    assert small.pilot and small.subset == "subset (10 of 164)"
+    only = reproduction("30.0", [small])
+    assert only.reproduced_by == () and only.near == () and only.closest is None
+    assert only.status == "only a pilot subset" and only.pilots == (small,)
+    full = setting("m", 40, label="full")  # 24.39
+    both = reproduction("30.0", [small, full])
+    assert both.status == "not reproduced" and both.closest is full and both.pilots == (small,)
+
+
+def test_the_join_lists_pilots_with_the_reason_and_gives_them_no_verdict():
+    rows = [row("M", "30.0", tuning="instruct")]
+    matches = join_literature(rows, {"M": "m"}, [pilot("m", 3, 10), setting("m", 40, label="f")])
+    record = match_record(matches[0])
+    assert record["status"] == "not reproduced" and record["closest_setting"] == "f"
+    assert record["pilots"] == "not compared (a subset of the problems): pilot subset (10 of 164)"
+    only = match_record(join_literature(rows, {"M": "m"}, [pilot("m", 3, 10)])[0])
+    assert only["status"] == "only a pilot subset" and only["n_reproducing"] == 0
+    assert only["closest_setting"] is None

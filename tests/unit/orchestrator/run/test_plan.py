@@ -10,6 +10,7 @@ from orchestrator.run.plan import Action, plan_settings
 from orchestrator.run.writer import StoreWriter
 from storage.index import build_index
 from storage.store import Store
+from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.spec import (
     BackendName,
     EngineInfo,
@@ -46,6 +47,14 @@ def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
 
 
 @pytest.fixture
+def writer_for(problem_set):
+    def make(store: Store, run_id: str, versions: str = "{}") -> StoreWriter:
+        return StoreWriter(store, run_id, versions, {"humanevalfix": HumanEvalFix(problem_set)})
+
+    return make
+
+
+@pytest.fixture
 def cells():
     config = load_run_config(["model=tiny", "template=own,instruct,diff", "decoding=greedy,t0.8"])
     return expand_grid(config, "hash", Environment())
@@ -60,9 +69,9 @@ def test_a_fresh_store_plans_everything_and_skips_with_reasons(cells, tmp_path):
     assert plan.n_generations(164) == 4 * 164
 
 
-def test_resume_states_come_from_the_files(cells, tmp_path):
+def test_resume_states_come_from_the_files(cells, tmp_path, writer_for):
     store = Store(str(tmp_path))
-    writer = StoreWriter(store, "run1", "{}")
+    writer = writer_for(store, "run1")
     runnable = [c for c in cells if not c.skipped]
     done, half, failed, _ = runnable
     for cell in (done, half):
@@ -90,30 +99,35 @@ def test_resume_states_come_from_the_files(cells, tmp_path):
     assert again[done.key] is Action.EXECUTE
 
 
-def test_writer_keeps_provenance_and_counts_attempts(cells, tmp_path):
+def test_writer_keeps_provenance_and_counts_generation_attempts(cells, tmp_path, writer_for):
     store = Store(str(tmp_path))
     cell = next(c for c in cells if not c.skipped)
-    first = StoreWriter(store, "run1", '{"torch": "x"}')
+    first = writer_for(store, "run1", '{"torch": "x"}')
     first.started(cell.key, cell.setting)
     first.generated(cell.key, cell.setting, generated(cell.key))
-    second = StoreWriter(store, "run2", "{}")  # a resumed run that only executes
+    second = writer_for(store, "run2")  # a resumed run that only executes
     second.started(cell.key, cell.setting)
     second.executed(cell.key, cell.setting, executed())
     row = store.read_shard("settings", cell.key).to_pylist()[0]
-    assert row["status"] == "complete" and row["attempts"] == 2 and row["run_id"] == "run2"
+    # one generation attempt: executing stored generations again is not one
+    assert row["status"] == "complete" and row["attempts"] == 1 and row["run_id"] == "run2"
     assert row["hostname"] == "h" and row["generation_s"] == 1.5
     assert row["library_versions_json"] == '{"torch": "x"}'
+    # the facts a report needs, fixed at run time
+    assert (row["n_problems"], row["benchmark_n_problems"]) == (164, 164)
+    assert (row["template_kind"], row["model_own_template"]) == (
+        "own" if cell.setting.template == "yi" else cell.setting.template, "yi")
 
 
 @pytest.mark.parametrize(("error_type", "action"),
                          [("ActorDiedError", Action.GENERATE), ("NodeDiedError", Action.GENERATE),
                           ("RuntimeError", Action.FAILED), ("Timeout", Action.FAILED)])  # fmt: skip
 def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(
-    cells, tmp_path, error_type, action
+    cells, tmp_path, error_type, action, writer_for
 ):
     store = Store(str(tmp_path))
     cell = next(c for c in cells if not c.skipped)
-    writer = StoreWriter(store, "run1", "{}")
+    writer = writer_for(store, "run1")
     writer.started(cell.key, cell.setting)
     writer.failed(cell.key, cell.setting, error_type, "gone")
     plan = plan_settings(cells, build_index(store))
