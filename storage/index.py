@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from storage.integrity import setting_key_of
+from storage.integrity import is_shard_key, setting_key_of
 from storage.schema import SettingStatus
 from storage.store import Store
 from storage.verify import RESULT_TABLES, quarantine_damaged, scan_table, trusted_settings
@@ -47,15 +47,15 @@ def build_index(
     shard there that fails them; a shard that is truncated, damaged, foreign to the schema, or
     listed but gone (object-store listings may lag) does not count, so its setting is redone.
     Without `validate`, only the listing counts. With `quarantine` (the writer, holding the
-    lock: NotLockHolder otherwise), damaged and foreign files of every table are moved to the
-    quarantine first, so Parquet readers of each table folder read again.
+    lock: NotLockHolder otherwise; it implies `validate`), damaged and foreign files of every
+    table are moved to the quarantine first, so Parquet readers of each table folder read again.
 
     A settings row without a key or with an unknown status is ignored (logged): its setting
     counts as pending; so does a setting whose settings shard fails its checks."""
     present: dict[str, set[str]] = {}
     for table in RESULT_TABLES:
-        if not validate:
-            present[table] = {setting_key_of(k) for k in store.shards(table)}
+        if not validate and not quarantine:
+            present[table] = {setting_key_of(k) for k in store.shards(table) if is_shard_key(k)}
             continue
         checks = scan_table(store, table)
         if quarantine:

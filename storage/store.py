@@ -292,23 +292,19 @@ class Store:
             logger.warning("unreadable shard %s/%s (%s): treated as missing", table, key, e)
             return None
 
-    def valid_shards(self, table: str) -> set[str]:
-        """Keys of the listed shards that pass `shard_is_valid`."""
-        keys = sorted(self.shards(table))
-        valid = self._map(lambda k: self.shard_is_valid(table, k), keys)
-        return {k for k, ok in zip(keys, valid, strict=True) if ok}
-
     def read_table(self, table: str, keys: Sequence[str] | None = None) -> pa.Table:
         """All readable shards of a table (optionally only `keys`), in key order. A listed shard
         that is gone, unreadable or damaged by the time it is read is left out."""
         available = self.shards(table)
         wanted = sorted(available if keys is None else set(keys) & set(available))
-        parts = [t for t in self._map(lambda k: self.read_shard(table, k), wanted) if t is not None]
+        parts = [
+            t for t in self.map_items(lambda k: self.read_shard(table, k), wanted) if t is not None
+        ]
         if not parts:
             return TABLES[table].empty_table()
         return pa.concat_tables(parts).combine_chunks()
 
-    def _map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+    def map_items(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """`fn` over `items`, in order; on object stores on a few threads (a round trip each)."""
         items = list(items)
         if self.is_local or len(items) < 2:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow.compute as pc
@@ -168,30 +168,23 @@ def check_file(store: Store, file: StoredFile, decode: bool = False) -> FileChec
     try:
         verdict, rows = inspect(store.read_bytes(file.path), TABLES[file.table], decode=decode)
     except FileNotFoundError:
-        return FileCheck(file, check.shard_key, check.setting_key, gone=True)
+        return replace(check, gone=True)
     except ShardDamaged as e:
-        return FileCheck(file, check.shard_key, check.setting_key, problem=e.kind, detail=e.detail)
+        return replace(check, problem=e.kind, detail=e.detail)
     except OSError as e:
-        return FileCheck(
-            file, check.shard_key, check.setting_key, problem=ProblemKind.READ_FAILED, detail=str(e)
-        )
+        return replace(check, problem=ProblemKind.READ_FAILED, detail=str(e))
     if rows is not None and rows.num_rows:
         expected = check.shard_key if file.table == "runs" else check.setting_key
         found = pc.unique(rows[KEY_COLUMN.get(file.table, "setting_key")]).to_pylist()
         if found != [expected]:
-            return FileCheck(
-                file,
-                check.shard_key,
-                check.setting_key,
-                problem=ProblemKind.KEY_MISMATCH,
-                detail=f"rows of {sorted(map(str, found))[:3]}",
-            )
-    return FileCheck(file, check.shard_key, check.setting_key, trust=verdict.trust)
+            detail = f"rows of {sorted(map(str, found))[:3]}"
+            return replace(check, problem=ProblemKind.KEY_MISMATCH, detail=detail)
+    return replace(check, trust=verdict.trust)
 
 
 def scan_table(store: Store, table: str, decode: bool = False) -> tuple[FileCheck, ...]:
     """`check_file` over every file of a table folder (on threads for object stores)."""
-    checks = store._map(lambda f: check_file(store, f, decode), store.files(table))
+    checks = store.map_items(lambda f: check_file(store, f, decode), store.files(table))
     return tuple(c for c in checks if c is not None)
 
 
