@@ -226,7 +226,12 @@ class Store:
         infos = [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
         if include_temp:
             return infos
-        return [i for i in infos if i.base_name.endswith(".parquet") and i.base_name[0] not in "._"]
+        suffix = len(".parquet")
+        return [
+            i
+            for i in infos
+            if i.base_name.endswith(".parquet") and is_shard_key(i.base_name[:-suffix])
+        ]
 
     def shards(self, table: str) -> dict[str, ShardInfo]:
         return {

@@ -125,7 +125,7 @@ def quarantined(root: Path) -> dict[tuple[str, str], tuple[bytes, dict]]:
     for reason_path in (root / QUARANTINE_DIR).rglob(REASON_FILE):
         reason = json.loads(reason_path.read_text())
         moved = root / reason["moved_to"]
-        assert moved.parent == reason_path.parent
+        assert moved.is_relative_to(reason_path.parent)
         out[(reason["table"], reason["file"])] = (moved.read_bytes(), reason)
     return out
 
@@ -284,3 +284,24 @@ def test_quarantine_needs_the_writer_lock(finished):
     with store.writer_lock():
         moved = store.quarantine(file, {"kind": "test"})
     assert (Path(store.root) / moved).is_file() and not Path(file.path).exists()
+
+
+def test_files_not_named_like_shards_are_foreign_and_readers_skip_them(finished):
+    store, complete = finished
+    folder = Path(store.table_dir("executions"))
+    good = (folder / f"{complete[0]}.parquet").read_bytes()
+    for name in ("~orphan.parquet", f"{complete[0]}~.parquet", "old/copy.parquet"):
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_bytes(good)
+    assert store.read_table("executions").num_rows == sum(
+        store.read_shard("executions", k).num_rows for k in complete
+    )
+    found = {(p.kind, p.file) for p in verify_store(store).problems}
+    assert found == {
+        (ProblemKind.FOREIGN_FILE, n)
+        for n in ("old/copy.parquet", "~orphan.parquet", f"{complete[0]}~.parquet")
+    }
+    with store.writer_lock():
+        build_index(store, quarantine=True)
+    assert {n for t, n in quarantined(Path(store.root))} == {n for _, n in found}
+    assert verify_store(store).ok
