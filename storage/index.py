@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from storage.integrity import is_shard_key, setting_key_of
 from storage.schema import SettingStatus
 from storage.store import Store
+from storage.verify import RESULT_TABLES, quarantine_damaged, scan_table, trusted_settings
 
 logger = logging.getLogger(__name__)
 
-RESULT_TABLES = ("generations", "executions", "scores")
+__all__ = ["RESULT_TABLES", "SettingState", "build_index"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class SettingState:
 
     @property
     def complete(self) -> bool:
-        """Complete = marked complete AND every result shard is present and readable."""
+        """Complete = marked complete AND every result shard is present and passes its checks."""
         return (
             self.status is SettingStatus.COMPLETE
             and self.has_generations
@@ -35,17 +37,35 @@ class SettingState:
         )
 
 
-def build_index(store: Store, validate: bool = True) -> dict[str, SettingState]:
-    """Read the settings table and the shard listings. With `validate`, a shard whose Parquet
-    footer does not read (a crashed or truncated write, or one listed but gone: object-store
-    listings may lag) counts as absent, so it is redone. A settings row without a key or with an
-    unknown status is ignored (logged): its setting counts as pending."""
+def build_index(
+    store: Store, validate: bool = True, quarantine: bool = False
+) -> dict[str, SettingState]:
+    """Read the settings table and the result tables' files.
+
+    With `validate` (the default), a setting has a result table when it has a shard there whose
+    content passes its checks (SHA-256 of sealed shards; older shards are decoded fully) and no
+    shard there that fails them; a shard that is truncated, damaged, foreign to the schema, or
+    listed but gone (object-store listings may lag) does not count, so its setting is redone.
+    Without `validate`, only the listing counts. With `quarantine` (the writer, holding the
+    lock: NotLockHolder otherwise; it implies `validate`), damaged and foreign files of every
+    table are moved to the quarantine first, so Parquet readers of each table folder read again.
+
+    A settings row without a key or with an unknown status is ignored (logged): its setting
+    counts as pending; so does a setting whose settings shard fails its checks."""
     present: dict[str, set[str]] = {}
     for table in RESULT_TABLES:
-        present[table] = store.valid_shards(table) if validate else set(store.shards(table))
-    settings = store.read_table("settings").to_pylist()
+        if not validate and not quarantine:
+            present[table] = {setting_key_of(k) for k in store.shards(table) if is_shard_key(k)}
+            continue
+        checks = scan_table(store, table)
+        if quarantine:
+            quarantine_damaged(store, checks)
+        present[table] = trusted_settings(checks)
+    if quarantine:
+        for table in ("settings", "runs"):
+            quarantine_damaged(store, scan_table(store, table))
     states: dict[str, SettingState] = {}
-    for row in settings:
+    for row in store.read_table("settings").to_pylist():
         key = row.get("setting_key")
         try:
             status = SettingStatus(row.get("status"))

@@ -1,9 +1,15 @@
-"""The Parquet store: atomic shard writes, reads, the writer lock.
+"""The Parquet store: atomic sealed shard writes, checked reads, quarantine, the writer lock.
 
-Layout: `<root>/<table>/<key>.parquet`, one shard per setting key (per run id for `runs`). A
-shard is written to a hidden temporary name in the same folder and moved into place, so a reader
-(or a crashed writer) never sees half a shard: Parquet readers skip names starting with "." or
-"_". The driver is the only writer; workers return rows.
+Layout: `<root>/<table>/<key>.parquet`, one shard per setting key (per run id for `runs`), or
+per chunk `<setting_key>~<chunk>` (`storage.integrity.setting_key_of`). A shard is written to a
+hidden temporary name in the same folder and moved into place, so a reader (or a crashed writer)
+never sees half a shard: Parquet readers skip names starting with "." or "_". The driver is the
+only writer; workers return rows.
+
+Every shard is sealed with a SHA-256 of the whole file in its own footer plus Parquet page CRCs
+(`storage.integrity`), and every read checks them: a shard that fails is treated as missing
+(logged). Only the holder of the writer lock moves such a file to `<root>/quarantine/` (never
+deletes it); `storage.verify` decides what to move.
 
 `root` is a local folder (a shared filesystem too) or an object-store URI: any URI pyarrow
 understands (`s3://bucket/prefix?endpoint_override=...`, `gs://...`, `abfs://...`), else any
@@ -16,49 +22,46 @@ longer reads counts as missing, and one not yet listed is at worst redone (write
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
-import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
+from storage import lock
+from storage.errors import NotLockHolder, SchemaMismatch, StoreError, StoreLocked, UnknownTable
+from storage.integrity import ShardDamaged, ShardVerdict, inspect, is_shard_key, seal
+from storage.lock import LOCK_OBJECT
 from storage.schema import SCHEMA_VERSION, TABLES
+
+__all__ = [
+    "LOCK_OBJECT",
+    "QUARANTINE_DIR",
+    "TEMP_PREFIX",
+    "NotLockHolder",
+    "SchemaMismatch",
+    "ShardInfo",
+    "Store",
+    "StoreError",
+    "StoreLocked",
+    "StoredFile",
+    "UnknownTable",
+]
 
 logger = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".tmp-"
-LOCK_OBJECT = "_lock"  # object stores; readers skip names starting with "_"
-# An object-store lock first seen this recently may be a reader's probe (`status` takes the lock
-# for an instant to learn whether a writer is active): wait this long before calling it held.
-LOCK_PROBE_GRACE_S = 2.0
+QUARANTINE_DIR = "quarantine"  # <root>/quarantine/<table>/<stamp>/<name>, next to the tables
+REASON_FILE = "_reason.json"  # beside each quarantined file
 # Parallel reads on object stores: each shard is a round trip; pyarrow releases the GIL in I/O.
 OBJECT_READ_THREADS = 16
-
-
-class StoreError(RuntimeError):
-    """Base class of the store's errors."""
-
-
-class UnknownTable(StoreError):
-    pass
-
-
-class SchemaMismatch(StoreError):
-    pass
-
-
-class StoreLocked(StoreError):
-    """Another process holds the store's writer lock."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,16 @@ class ShardInfo:
     key: str
     path: str
     size: int
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """Any file under a table's folder, shard or not."""
+
+    table: str
+    name: str  # relative to the table's folder ("sub/x.csv" for a file in a subfolder)
+    path: str  # in the store's filesystem
+    size: int  # bytes, as listed
 
 
 def _resolve(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -101,6 +114,7 @@ class Store:
         else:
             self.fs, self.root = _resolve(uri)
         self.is_local = isinstance(self.fs, pafs.LocalFileSystem)
+        self._holds_lock = False
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -110,8 +124,11 @@ class Store:
         return f"{self.root}/{table}"
 
     def shard_path(self, table: str, key: str) -> str:
-        if not key or "/" in key or key.startswith((".", "_")):
-            raise StoreError(f"invalid shard key {key!r}")
+        if not is_shard_key(key):
+            raise StoreError(
+                f"invalid shard key {key!r}: not empty, no '/', not starting with '.' or '_', "
+                "and a '~' chunk suffix not empty"
+            )
         return f"{self.table_dir(table)}/{key}.parquet"
 
     # -- writes ------------------------------------------------------------------------------
@@ -130,7 +147,9 @@ class Store:
         self.write_table(table, key, data)
 
     def write_table(self, table: str, key: str, data: pa.Table) -> None:
-        """Atomically replace the shard `key` of `table` (re-running never duplicates)."""
+        """Atomically replace the shard `key` of `table` (re-running never duplicates). The
+        data is cast to the table's schema, so every shard has the same column types (an
+        all-null column keeps its type)."""
         schema = TABLES[table]
         if not data.schema.equals(schema):
             try:
@@ -142,22 +161,18 @@ class Store:
         self.fs.create_dir(folder, recursive=True)
         temp = f"{folder}/{TEMP_PREFIX}{key}-{uuid.uuid4().hex}.parquet"
         metadata = {b"reprogrid.schema_version": SCHEMA_VERSION.encode()}
-        data = data.replace_schema_metadata({**(data.schema.metadata or {}), **metadata})
+        payload = seal(data.replace_schema_metadata({**(data.schema.metadata or {}), **metadata}))
         if self.is_local:
             # fsync before the rename so a machine crash cannot leave a renamed empty file.
             with open(temp, "wb") as fh:
-                pq.write_table(data, fh, compression="zstd")
+                fh.write(payload)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(temp, final)
         else:
             with self.fs.open_output_stream(temp) as out:
-                pq.write_table(data, out, compression="zstd")
+                out.write(payload)
             self.fs.move(temp, final)
-
-    def delete_shard(self, table: str, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.delete_file(self.shard_path(table, key))
 
     def clean_temp(self) -> int:
         """Remove temporary files left by a crashed writer (call only while holding the lock)."""
@@ -170,6 +185,40 @@ class Store:
                     removed += 1
         return removed
 
+    def quarantine(self, file: StoredFile, reason: Mapping[str, Any]) -> str:
+        """Move `file` to `<root>/quarantine/<table>/<stamp>/<name>` with a `_reason.json`
+        record (`reason` plus where it came from) beside it; returns the new path relative to
+        the root. Never deletes. Only the holder of the writer lock may do it."""
+        if not self._holds_lock:
+            raise NotLockHolder(
+                f"quarantining {file.table}/{file.name} needs this Store's writer lock "
+                "(`with store.writer_lock(): ...`); readers only report damage"
+            )
+        stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        relative = f"{QUARANTINE_DIR}/{file.table}/{stamp}/{file.name}"
+        target = f"{self.root}/{relative}"
+        self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        record = {
+            **reason,
+            "table": file.table,
+            "file": file.name,
+            "size": file.size,
+            "quarantined_at": datetime.now(UTC).isoformat(),
+            "moved_to": relative,
+        }
+        reason_path = f"{self.root}/{QUARANTINE_DIR}/{file.table}/{stamp}/{REASON_FILE}"
+        with self.fs.open_output_stream(reason_path) as out:
+            out.write(json.dumps(record, indent=2, sort_keys=True).encode())
+        self.fs.move(file.path, target)
+        logger.warning(
+            "quarantined %s/%s -> %s: %s",
+            file.table,
+            file.name,
+            relative,
+            reason.get("detail") or reason.get("kind"),
+        )
+        return relative
+
     # -- reads -------------------------------------------------------------------------------
 
     def _list(self, table: str, include_temp: bool = False) -> list[pafs.FileInfo]:
@@ -177,7 +226,12 @@ class Store:
         infos = [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
         if include_temp:
             return infos
-        return [i for i in infos if i.base_name.endswith(".parquet") and i.base_name[0] not in "._"]
+        suffix = len(".parquet")
+        return [
+            i
+            for i in infos
+            if i.base_name.endswith(".parquet") and is_shard_key(i.base_name[:-suffix])
+        ]
 
     def shards(self, table: str) -> dict[str, ShardInfo]:
         return {
@@ -187,196 +241,112 @@ class Store:
             for i in self._list(table)
         }
 
-    def shard_is_valid(self, table: str, key: str) -> bool:
-        """The shard exists and its Parquet footer reads with the table's columns."""
+    def files(self, table: str) -> list[StoredFile]:
+        """Every file under the table's folder (subfolders too, hidden ones too), by name."""
+        folder = self.table_dir(table)
+        selector = pafs.FileSelector(folder, allow_not_found=True, recursive=True)
+        out = []
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File:
+                continue
+            at = info.path.find(f"{folder}/")
+            name = info.path[at + len(folder) + 1 :] if at >= 0 else info.base_name
+            out.append(StoredFile(table, name, info.path, info.size or 0))
+        return sorted(out, key=lambda f: f.name)
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's bytes; FileNotFoundError when it is gone (also when S3 reports a delete
+        between the listing and the read as a generic error)."""
         try:
-            with self.fs.open_input_file(self.shard_path(table, key)) as fh:
-                meta = pq.read_metadata(fh)
-        except (FileNotFoundError, OSError, pa.ArrowInvalid):
+            with self.fs.open_input_stream(path) as fh:
+                return fh.read()
+        except FileNotFoundError:
+            raise
+        except OSError:
+            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                raise FileNotFoundError(path) from None
+            raise
+
+    def inspect_shard(
+        self, table: str, key: str, decode: bool = False
+    ) -> tuple[ShardVerdict, pa.Table | None]:
+        """Check one shard (`storage.integrity.inspect`). Raises ShardDamaged for bad content,
+        FileNotFoundError when it is gone, OSError when it cannot be read."""
+        payload = self.read_bytes(self.shard_path(table, key))
+        return inspect(payload, TABLES[table], decode=decode)
+
+    def shard_is_valid(self, table: str, key: str) -> bool:
+        """The shard exists and its content passes its checksums and the table's schema."""
+        try:
+            self.inspect_shard(table, key)
+        except (FileNotFoundError, OSError, ShardDamaged):
             return False
-        return set(TABLES[table].names) <= set(meta.schema.to_arrow_schema().names)
+        return True
 
     def read_shard(self, table: str, key: str) -> pa.Table | None:
-        """The shard's rows, or None when it is missing or unreadable (a crashed write)."""
+        """The shard's rows, or None when it is missing, unreadable or fails its checks
+        (logged: `reprogrid verify` names it, the next run quarantines and redoes it)."""
         try:
-            with self.fs.open_input_file(self.shard_path(table, key)) as fh:
-                return pq.read_table(fh, schema=TABLES[table])
+            return self.inspect_shard(table, key, decode=True)[1]
         except FileNotFoundError:
             return None
-        except (OSError, pa.ArrowInvalid) as e:
+        except ShardDamaged as e:
+            logger.warning("damaged shard %s/%s (%s): treated as missing", table, key, e)
+            return None
+        except OSError as e:
             logger.warning("unreadable shard %s/%s (%s): treated as missing", table, key, e)
             return None
 
-    def valid_shards(self, table: str) -> set[str]:
-        """Keys of the listed shards whose footer reads (`shard_is_valid`)."""
-        keys = sorted(self.shards(table))
-        valid = self._map(lambda k: self.shard_is_valid(table, k), keys)
-        return {k for k, ok in zip(keys, valid, strict=True) if ok}
-
     def read_table(self, table: str, keys: Sequence[str] | None = None) -> pa.Table:
         """All readable shards of a table (optionally only `keys`), in key order. A listed shard
-        that is gone or unreadable by the time it is read is left out."""
+        that is gone, unreadable or damaged by the time it is read is left out."""
         available = self.shards(table)
         wanted = sorted(available if keys is None else set(keys) & set(available))
-        parts = [t for t in self._map(lambda k: self.read_shard(table, k), wanted) if t is not None]
+        parts = [
+            t for t in self.map_items(lambda k: self.read_shard(table, k), wanted) if t is not None
+        ]
         if not parts:
             return TABLES[table].empty_table()
         return pa.concat_tables(parts).combine_chunks()
 
-    def _map(self, fn: Callable[[str], Any], keys: Iterable[str]) -> list[Any]:
-        """`fn` over `keys`, in order; on object stores on a few threads (a round trip each)."""
-        keys = list(keys)
-        if self.is_local or len(keys) < 2:
-            return [fn(k) for k in keys]
-        with ThreadPoolExecutor(max_workers=min(OBJECT_READ_THREADS, len(keys))) as pool:
-            return list(pool.map(fn, keys))
+    def map_items(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        """`fn` over `items`, in order; on object stores on a few threads (a round trip each)."""
+        items = list(items)
+        if self.is_local or len(items) < 2:
+            return [fn(k) for k in items]
+        with ThreadPoolExecutor(max_workers=min(OBJECT_READ_THREADS, len(items))) as pool:
+            return list(pool.map(fn, items))
 
     # -- the writer lock ---------------------------------------------------------------------
 
     @contextlib.contextmanager
     def writer_lock(self, wait_s: float = 0.0) -> Iterator[None]:
-        """Exclusive writer lock; raises StoreLocked after `wait_s` seconds of waiting.
-
-        Local stores use an advisory `flock` on `<root>/.lock`, released by the OS if the holder
-        dies (so a SIGKILLed driver never leaves a stale lock). Object stores use a lock object
-        (see `_object_lock`)."""
-        if not self.is_local:
-            with self._object_lock(wait_s):
+        """Exclusive writer lock; raises StoreLocked after `wait_s` seconds of waiting. Local
+        stores use an advisory `flock` on `<root>/.lock` (released by the OS if the holder
+        dies), object stores a lock object (`storage.lock.object_lock`). While it is held,
+        this Store may quarantine."""
+        if self.is_local:
+            held = lock.local_lock(self.root, self.uri, wait_s)
+        else:
+            held = lock.object_lock(self.fs, self.root, self.uri, wait_s)
+        with held:
+            self._holds_lock = True
+            try:
                 yield
-            return
-        import fcntl
+            finally:
+                self._holds_lock = False
 
-        os.makedirs(self.root, exist_ok=True)
-        path = os.path.join(self.root, ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait_s
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as e:
-                    if e.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
-                        raise StoreLocked(
-                            f"store {self.uri} is being written by another reprogrid process "
-                            f"({holder or 'unknown holder'}); wait for it to finish, or pass "
-                            "--wait-lock SECONDS"
-                        ) from None
-                    time.sleep(0.5)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
+    @property
+    def holds_writer_lock(self) -> bool:
+        """Whether this Store object holds the writer lock now."""
+        return self._holds_lock
 
     def writer_active(self) -> bool:
         """Whether a writer holds the lock now, without taking it (readers use this)."""
         if not self.is_local:
             holder = self._read_lock(f"{self.root}/{LOCK_OBJECT}")
-            return holder is not None and not _owner_is_dead(holder)
-        import fcntl
-
-        path = os.path.join(self.root, ".lock")
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            # A shared lock is refused only while the writer's exclusive lock is held.
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES):
-                return True
-            raise
-        finally:
-            os.close(fd)
-        return False
-
-    @contextlib.contextmanager
-    def _object_lock(self, wait_s: float) -> Iterator[None]:
-        """A lock object `<root>/_lock` holding the owner (JSON: id, pid, host). Object stores
-        have no atomic create-if-absent through pyarrow, so this guards against accidents (two
-        drivers started by mistake), not against a determined race; one driver per store is
-        the contract.
-
-        The owner reads its id back after writing (of two writers racing, the last one wins)
-        and deletes the object on release only while it still holds its own id. A lock whose
-        owner was a process on this host that no longer exists (a killed driver) is taken over,
-        so re-running the command resumes; a dead owner on another host must be removed by
-        hand (the error says how). A lock seen for less than LOCK_PROBE_GRACE_S is waited for
-        even with `wait_s=0`: it may be a reader's probe (`reprogrid status`)."""
-        path = f"{self.root}/{LOCK_OBJECT}"
-        owner = json.dumps(
-            {"id": uuid.uuid4().hex, "pid": os.getpid(), "host": socket.gethostname()}
-        )
-        first_seen: dict[str, float] = {}
-        deadline = time.monotonic() + wait_s
-        while True:
-            holder = self._read_lock(path)
-            if holder is None:
-                self.fs.create_dir(self.root, recursive=True)
-                with self.fs.open_output_stream(path) as out:
-                    out.write(owner.encode())
-                holder = self._read_lock(path)
-                if holder == owner:
-                    break
-                if holder is None:
-                    continue  # deleted in between: try again
-            if _owner_is_dead(holder):
-                logger.warning("taking over the lock of a driver that is gone: %s", holder)
-                self._release_lock(path, holder)
-                continue
-            now = time.monotonic()
-            seen = first_seen.setdefault(holder, now)
-            if now >= deadline and now - seen >= LOCK_PROBE_GRACE_S:
-                raise StoreLocked(
-                    f"store {self.uri} is being written by another reprogrid process ({holder}); "
-                    f"wait for it to finish or pass --wait-lock SECONDS; if that driver is dead, "
-                    f"delete {path} and re-run"
-                )
-            time.sleep(0.25 if now - seen < LOCK_PROBE_GRACE_S else 1.0)
-        try:
-            yield
-        finally:
-            self._release_lock(path, owner)
+            return holder is not None and not lock.owner_is_dead(holder)
+        return lock.local_writer_active(self.root)
 
     def _read_lock(self, path: str) -> str | None:
-        """The lock object's content, or None when there is none."""
-        try:
-            with self.fs.open_input_stream(path) as fh:
-                return fh.read().decode(errors="replace")
-        except FileNotFoundError:
-            return None
-        except OSError:
-            # Deleted between the HEAD and the GET of the read: S3 reports that as a generic
-            # error, not as "not found".
-            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-                return None
-            raise
-
-    def _release_lock(self, path: str, owner: str) -> None:
-        """Delete the lock object if it still holds `owner`."""
-        if self._read_lock(path) == owner:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.delete_file(path)
-
-
-def _owner_is_dead(holder: str) -> bool:
-    """True when the lock's owner was a process on this host that no longer runs."""
-    try:
-        info = json.loads(holder)
-        pid, host = int(info["pid"]), str(info["host"])
-    except (ValueError, TypeError, KeyError):
-        return False  # not ours to judge (a hand-written or older lock)
-    if host != socket.gethostname() or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        return lock.read_lock(self.fs, path)

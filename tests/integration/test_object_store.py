@@ -23,11 +23,23 @@ import urllib.request
 import uuid
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
 from storage.index import build_index
-from storage.schema import SettingStatus
-from storage.store import LOCK_OBJECT, TEMP_PREFIX, ShardInfo, Store, StoreLocked
+from storage.integrity import ProblemKind
+from storage.schema import TABLES, SettingStatus
+from storage.store import (
+    LOCK_OBJECT,
+    QUARANTINE_DIR,
+    REASON_FILE,
+    TEMP_PREFIX,
+    ShardInfo,
+    Store,
+    StoreLocked,
+)
+from storage.verify import verify_store
+from tests.unit.storage.damage import flip_data_page_bit, garbage_in_data
 
 # find_spec, not import: importing moto.server loads Flask into this process, and a Werkzeug
 # LocalProxy in sys.modules breaks vLLM's kernel rebinding in later tests of the same session.
@@ -164,6 +176,68 @@ def test_listed_but_unreadable_shards_count_as_missing(store, monkeypatch):
     assert index["k2"].complete and "ghost" not in index
     assert set(store.read_table("settings").to_pandas().setting_key) == {"k1", "k2"}
     assert store.read_table("scores").num_rows == 1  # k2 only; k1 unreadable, ghost gone
+
+
+def _objects(store: Store) -> dict[str, bytes]:
+    """Every object under the store's prefix (the lock aside): relative name -> bytes."""
+    infos = store.fs.get_file_info(pafs.FileSelector(store.root, recursive=True))
+    return {
+        i.path[len(store.root) + 1 :]: store.read_bytes(i.path)
+        for i in infos
+        if i.type == pafs.FileType.File and i.base_name != LOCK_OBJECT
+    }
+
+
+def test_corrupt_objects_are_found_quarantined_by_the_writer_and_redone(store):
+    """Garbage in a data page (footer intact), one flipped bit in `passed`, a foreign object:
+    readers report them and move nothing; the writer quarantines them (never deletes); the index
+    then redoes exactly the damaged settings and every table reads with pyarrow again."""
+    for key in ("k1", "k2", "k3"):
+        complete(store, key)
+    store.write_rows("runs", "r1", [{"run_id": "r1", "setting_keys": ["k1", "k2", "k3"]}])
+    damaged = {
+        store.shard_path("generations", "k1"): garbage_in_data,
+        store.shard_path("executions", "k2"): lambda b: flip_data_page_bit(b, "passed"),
+    }
+    for path, how in damaged.items():
+        payload = how(store.read_bytes(path))
+        with store.fs.open_output_stream(path) as out:
+            out.write(payload)
+    with store.fs.open_output_stream(f"{store.table_dir('scores')}/notes.txt") as out:
+        out.write(b"my notes")
+    before = _objects(store)
+
+    report = verify_store(store)
+    assert {(p.kind, p.table, p.file, p.setting_key) for p in report.problems} == {
+        (ProblemKind.CHECKSUM_MISMATCH, "generations", "k1.parquet", "k1"),
+        (ProblemKind.CHECKSUM_MISMATCH, "executions", "k2.parquet", "k2"),
+        (ProblemKind.FOREIGN_FILE, "scores", "notes.txt", None),
+    }
+    assert report.settings_to_redo == ("k1", "k2")
+    assert complete_keys(store) == {"k3"}
+    assert _objects(store) == before  # readers move nothing
+
+    with store.writer_lock():
+        index = build_index(store, quarantine=True)
+    assert {k for k, s in index.items() if s.complete} == {"k3"} == complete_keys(store)
+    after = _objects(store)
+    moved = {name for name in after if name.startswith(f"{QUARANTINE_DIR}/")}
+    for name, payload in before.items():  # nothing deleted
+        if name in after:
+            assert after[name] == payload
+        else:
+            table, file = name.split("/", 1)
+            [copy] = [
+                m
+                for m in moved
+                if m.startswith(f"{QUARANTINE_DIR}/{table}/") and m.endswith(f"/{file}")
+            ]
+            assert after[copy] == payload
+    assert len([m for m in moved if m.endswith(REASON_FILE)]) == 3
+    for table in TABLES:
+        frame = pq.read_table(store.table_dir(table), filesystem=store.fs).to_pandas()
+        assert len(frame) == store.read_table(table).num_rows
+    assert verify_store(store).settings_to_redo == ("k1", "k2")
 
 
 def test_the_lock_object_keeps_a_second_writer_out_and_is_removed(store):
