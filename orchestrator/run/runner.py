@@ -97,8 +97,13 @@ def prepare(config: RunConfig) -> PreparedGrid:
     return PreparedGrid(config, benchmark, cells, env)
 
 
-def make_plan(store: Store, prepared: PreparedGrid, retry_failed: bool = False) -> Plan:
-    return plan_settings(prepared.cells, build_index(store), retry_failed=retry_failed)
+def make_plan(
+    store: Store, prepared: PreparedGrid, retry_failed: bool = False, quarantine: bool = False
+) -> Plan:
+    """The grid minus what the store holds. `quarantine` (the writer, holding the lock) first
+    moves damaged or foreign files aside, so their settings are redone and every table reads."""
+    index = build_index(store, quarantine=quarantine)
+    return plan_settings(prepared.cells, index, retry_failed=retry_failed)
 
 
 def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: str, **extra) -> dict:
@@ -143,7 +148,7 @@ def run_grid(
         removed = store.clean_temp()
         if removed:
             logger.info("removed %d temporary file(s) of an interrupted write", removed)
-        plan = make_plan(store, prepared, retry_failed)
+        plan = make_plan(store, prepared, retry_failed, quarantine=True)
         started_at = utc_now()
         store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, "running",
                                                    started_at=started_at)])  # fmt: skip
