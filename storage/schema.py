@@ -23,6 +23,14 @@ class SettingStatus(StrEnum):
     PENDING = "pending"
 
 
+class RunStatus(StrEnum):
+    """A run (one invocation of a writing command) in the `runs` table."""
+
+    RUNNING = "running"  # its process holds the writer lock (or died: shown as interrupted)
+    FINISHED = "finished"  # it ran to the end (its grid may still hold failed settings)
+    INTERRUPTED = "interrupted"  # stopped by a signal, or found dead by the next writer
+
+
 _str = pa.string()
 _dict = pa.dictionary(pa.int32(), pa.string())  # closed sets (enums) as dictionary strings
 
@@ -177,7 +185,7 @@ RUNS = pa.schema(
         ("library_versions_json", _str),
         ("data_sources_json", _str),
         ("cluster_address", _str),
-        ("status", _str),  # "running" | "finished" | "interrupted"
+        ("status", _str),  # RunStatus
     ]
 )
 

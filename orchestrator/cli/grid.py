@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 
 from orchestrator.cli.common import add_overrides as _add_overrides
 from orchestrator.cli.common import out as _out
@@ -46,7 +48,8 @@ def cmd_run(args) -> int:
         _out(json.dumps({
             "run_id": outcome.run_id, "store": config.store, "generated": outcome.generated,
             "executed": outcome.executed, "failed": outcome.failed,
-            "engine_loads": outcome.engine_loads, "settings": table,
+            "engine_loads": outcome.engine_loads, "grid": dataclasses.asdict(outcome.grid),
+            "grid_complete": outcome.grid.done, "settings": table,
         }, indent=2, default=str))  # fmt: skip
     else:
         from orchestrator.report.scores import render_score_table
@@ -60,7 +63,13 @@ def cmd_run(args) -> int:
             f"  (pandas.read_parquet('{config.store}/scores'))" if "://" not in config.store else ""
         )
         _out(f"store: {config.store}{hint}")
-    return 1 if outcome.failed else 0
+    if not outcome.grid.done:
+        # Exit 1 whenever the grid asked for is not complete, also when its failures are from
+        # an earlier run: a script must not believe an incomplete grid is done.
+        retry = " (re-run with --retry-failed to retry them)" if outcome.grid.failed else ""
+        sys.stderr.write(f"reprogrid run: {outcome.grid.summary()}{retry}\n")
+        return 1
+    return 0
 
 
 def cmd_plan(args) -> int:

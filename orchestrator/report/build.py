@@ -43,6 +43,7 @@ from storage.literature import (
     load_default_literature,
     load_literature,
 )
+from storage.schema import RunStatus, SettingStatus
 from storage.store import Store
 
 logger = logging.getLogger(__name__)
@@ -179,13 +180,18 @@ def _versions(text: str | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(parse_json_field(text).items()))
 
 
-def _provenance_tables(settings: pd.DataFrame, runs: pd.DataFrame) -> list[ReportTable]:
+def _provenance_tables(
+    settings: pd.DataFrame, runs: pd.DataFrame, writer_active: bool
+) -> list[ReportTable]:
     done = settings[settings["status"] == "complete"].copy() if len(settings) else settings.copy()
     done["library_versions"] = [_versions(t) for t in done.get("library_versions_json", [])]
     cols = list(PROVENANCE_COLUMNS)
     done = done.reindex(columns=cols).astype(object).fillna("")
     grouped = done.groupby(cols, dropna=False).size().reset_index(name="n_settings")
     runs = runs.copy()
+    if not writer_active and len(runs):  # a `running` run without its writer was killed
+        dead = runs["status"] == RunStatus.RUNNING.value
+        runs.loc[dead, "status"] = RunStatus.INTERRUPTED.value
     runs["library_versions"] = [_versions(t) for t in runs.get("library_versions_json", [])]
     runs = runs.reindex(columns=list(RUN_COLUMNS)).sort_values("started_at")
     return [
@@ -207,7 +213,7 @@ def _notes(
         if model not in answered:
             notes.append(f"no literature rows for model {model}")
     if len(settings):
-        n = int((settings["status"] == "running").sum())
+        n = int((settings["status"] == SettingStatus.RUNNING.value).sum())
         if n:
             notes.append(f"{n} setting(s) are running (interrupted?): not in the tables")
     if grid.empty:
@@ -266,7 +272,7 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
     effects, pairs = _effect_tables(grid, options.baseline)
     tables = [
         *_grid_tables(grid), *literature, *effects, _skipped_table(settings),
-        *_provenance_tables(settings, read_frame(store, "runs")),
+        *_provenance_tables(settings, read_frame(store, "runs"), store.writer_active()),
     ]  # fmt: skip
     return ReportData(
         store=store_uri,

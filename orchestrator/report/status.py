@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from storage.index import SettingState, build_index
-from storage.schema import SettingStatus
+from storage.schema import RunStatus, SettingStatus
 from storage.store import Store
 
 STATUSES = [s.value for s in SettingStatus]
@@ -40,9 +40,13 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
         for s in STATUSES:
             totals[s] += g[s]
     run_fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
+    shown_run = {k: run[k] for k in run_fields} if run else None
+    if shown_run and shown_run["status"] == RunStatus.RUNNING.value and not live:
+        # Its process is gone without closing the record (SIGKILL): the next run marks it so.
+        shown_run["status"] = RunStatus.INTERRUPTED.value
     return {
         "store": store.uri,
-        "run": {k: run[k] for k in run_fields} if run else None,
+        "run": shown_run,
         "writer_active": live,
         "totals": dict(totals),
         "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),

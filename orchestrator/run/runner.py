@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -24,6 +25,7 @@ from orchestrator.run.provenance import (
 )
 from orchestrator.run.writer import StoreWriter, utc_now
 from storage.index import build_index
+from storage.schema import RunStatus, SettingStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark, BenchmarkDataError
 from workers.benchmarks.registry import get_benchmark
@@ -47,14 +49,62 @@ class PreparedGrid:
 
 
 @dataclass(frozen=True)
+class GridState:
+    """Where the grid a run was asked for stands when the run ends (read from the store)."""
+
+    complete: int
+    skipped: int  # cannot run (reasons stored): reported, not a failure
+    failed: int  # failed, in this run or an earlier one
+    pending: int  # neither done nor failed (not reached, or its results are damaged)
+
+    @property
+    def done(self) -> bool:
+        return self.failed == 0 and self.pending == 0
+
+    def summary(self) -> str:
+        return (
+            f"grid {'complete' if self.done else 'INCOMPLETE'}: {self.complete} complete, "
+            f"{self.skipped} skipped, {self.failed} failed, {self.pending} pending"
+        )
+
+
+@dataclass(frozen=True)
 class RunOutcome:
     run_id: str
     plan: Plan
     generated: int
     executed: int
-    failed: int
+    failed: int  # settings that failed in this run
     engine_loads: int
     scores: dict[str, float | None]
+    grid: GridState
+
+
+def grid_state(store: Store, cells: Sequence[Cell]) -> GridState:
+    index = build_index(store)
+    counts = {"complete": 0, "skipped": 0, "failed": 0, "pending": 0}
+    for cell in cells:
+        state = index.get(cell.key)
+        if cell.skipped:
+            counts["skipped"] += 1
+        elif state is not None and state.complete:
+            counts["complete"] += 1
+        elif state is not None and state.status is SettingStatus.FAILED:
+            counts["failed"] += 1
+        else:
+            counts["pending"] += 1
+    return GridState(**counts)
+
+
+def close_stale_runs(store: Store) -> int:
+    """Mark runs still `running` as `interrupted`. Call holding the writer lock: whoever wrote
+    them no longer holds it, so they died without closing their row (a SIGKILL)."""
+    stale = [r for r in store.read_table("runs").to_pylist()
+             if r.get("status") == RunStatus.RUNNING.value]  # fmt: skip
+    for row in stale:
+        logger.info("run %s ended without closing its record: marked interrupted", row["run_id"])
+        store.write_rows("runs", row["run_id"], [{**row, "status": RunStatus.INTERRUPTED.value}])
+    return len(stale)
 
 
 def file_sha256(path: str) -> str:
@@ -106,7 +156,9 @@ def make_plan(
     return plan_settings(prepared.cells, index, retry_failed=retry_failed)
 
 
-def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: str, **extra) -> dict:
+def _run_row(
+    run_id: str, prepared: PreparedGrid, command: str, status: RunStatus, **extra
+) -> dict:
     cfg = prepared.config
     return {
         "run_id": run_id,
@@ -127,7 +179,7 @@ def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: str, **e
             }
         ),  # fmt: skip
         "cluster_address": cfg.cluster.address or "local",
-        "status": status,
+        "status": status.value,
         **extra,
     }
 
@@ -148,9 +200,10 @@ def run_grid(
         removed = store.clean_temp()
         if removed:
             logger.info("removed %d temporary file(s) of an interrupted write", removed)
+        close_stale_runs(store)
         plan = make_plan(store, prepared, retry_failed, quarantine=True)
         started_at = utc_now()
-        store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, "running",
+        store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, RunStatus.RUNNING,
                                                    started_at=started_at)])  # fmt: skip
         writer = StoreWriter(
             store, run_id, library_versions_json(),
@@ -161,13 +214,13 @@ def run_grid(
         _log_plan(plan)
         work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
         progress = Progress(total=work, stream=stream or sys.stderr)
-        status = "finished"
+        status = RunStatus.FINISHED
         summary = None
         try:
             if work:
                 summary = _dispatch(prepared, plan, writer, progress)
         except KeyboardInterrupt:
-            status = "interrupted"
+            status = RunStatus.INTERRUPTED
             raise
         finally:
             progress.close()
@@ -185,6 +238,7 @@ def run_grid(
         failed=summary.failed if summary else 0,
         engine_loads=summary.engine_loads if summary else 0,
         scores=summary.scores if summary else {},
+        grid=grid_state(store, prepared.cells),
     )
 
 

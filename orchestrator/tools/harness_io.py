@@ -29,6 +29,7 @@ from pathlib import Path
 from orchestrator.errors import ConfigError
 from orchestrator.run.config import available, load_run_config
 from orchestrator.run.options import choice_error
+from storage.schema import RunStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
 
@@ -248,5 +249,5 @@ def _run_row(run_id: str, config, key: str, file_sha: str, versions: str) -> dic
         "git_revision": git_revision(), "hostname": socket.gethostname(),
         "library_versions_json": versions,
         "data_sources_json": json.dumps({"generations.json": {"sha256": file_sha}}),
-        "cluster_address": "local", "status": "finished",
+        "cluster_address": "local", "status": RunStatus.FINISHED.value,
     }  # fmt: skip

@@ -79,9 +79,11 @@ def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_
     assert settings.loc["codellama", "error_type"] == "FakeFailure"
     assert "[INST]" in settings.loc["codellama", "status_reason"]
     assert set(settings.drop("codellama").status) == {"complete"}
-    # a plain re-run leaves the failure alone; --retry-failed retries only it
+    assert not outcome.grid.done and (outcome.grid.failed, outcome.grid.complete) == (1, 2)
+    # a plain re-run leaves the failure alone, and says the grid is still incomplete
     _, again = run(overrides, tmp_path / "s")
     assert again.generated == 0 and again.failed == 0
+    assert not again.grid.done and again.grid.failed == 1
     _, retried = run(overrides, tmp_path / "s", retry_failed=True)
     assert retried.failed == 1 and retried.generated == 0
     assert (
@@ -170,3 +172,21 @@ def test_a_stuck_setting_is_restarted_then_failed_as_timeout(env, local_ray, tmp
     row = pd.read_parquet(tmp_path / "s" / "settings").iloc[0]
     assert row.status == "failed" and row.error_type == "Timeout"
     assert "no progress for 3s" in row.status_reason
+
+
+def test_run_exits_1_while_the_grid_is_incomplete(env, local_ray, tmp_path, capsys):
+    from orchestrator.cli import main
+
+    store = tmp_path / "s"
+    args = ["run", "backend=fake", "model=tiny", "benchmark.limit=2",
+            "model.repo_id='fake://fail-on=[INST]'", "template=own,codellama", f"store={store}"]
+    for _ in range(2):  # the failing run, then a plain re-run that leaves the failure alone
+        assert main(args) == 1
+        err = capsys.readouterr().err
+        assert "grid INCOMPLETE: 1 complete, 0 skipped, 1 failed, 0 pending" in err
+        assert "--retry-failed" in err
+    # skipped settings are reported, not failures
+    skips = ["run", "backend=fake", "model=tiny", "benchmark.limit=2", "template=own,diff",
+             f"store={tmp_path / 'skips'}"]  # fmt: skip
+    assert main(skips) == 0
+    assert "skipped" in capsys.readouterr().out

@@ -3,6 +3,7 @@ resume, exactly-once results, and greedy results identical to an uninterrupted r
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -79,6 +80,9 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     assert descendants_alive(proc.pid) == []
     before = complete_keys(store)
     assert 3 <= len(before) < 12
+    # the dead run never closed its record: status says it was interrupted, not running
+    killed = json.loads(run_to_end(["status", "--store", str(store), "--json"], env))
+    assert killed["run"]["status"] == "interrupted" and not killed["writer_active"]
 
     out = run_to_end(args, env)
     settings = pd.read_parquet(store / "settings")
@@ -92,6 +96,7 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     runs = pd.read_parquet(store / "runs").sort_values("started_at")
     resumed = runs.iloc[-1]
     assert resumed.status == "finished"
+    assert list(runs.status) == ["interrupted", "finished"]  # the next writer closed the record
     # The re-run generated only what was missing (some settings may have been generated but not
     # executed when the driver died: those are executed only).
     assert resumed.n_generated <= 12 - len(before)
