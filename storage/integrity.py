@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.errors import StoreError
+from storage.schema import optional_columns
 
 VERSION_KEY = b"reprogrid.schema_version"  # in every shard reprogrid ever wrote
 CHECKSUM_KEY = b"reprogrid.sha256"
@@ -205,7 +206,8 @@ def _check_schema(found: pa.Schema, expected: pa.Schema) -> None:
     want = {f.name: f.type for f in expected}
     if got == want:
         return
-    missing = sorted(set(want) - set(got))
+    # a shard written before a column was added lacks it (it reads as null)
+    missing = sorted(set(want) - set(got) - optional_columns(expected))
     extra = sorted(set(got) - set(want))
     retyped = sorted(
         f"{n}: {got[n]} (expected {want[n]})" for n in set(got) & set(want) if got[n] != want[n]
@@ -215,7 +217,8 @@ def _check_schema(found: pa.Schema, expected: pa.Schema) -> None:
         f"extra {extra}" if extra else "",
         f"types {retyped}" if retyped else "",
     ]
-    raise ShardDamaged(ProblemKind.SCHEMA_MISMATCH, "; ".join(p for p in parts if p))
+    if any(parts):
+        raise ShardDamaged(ProblemKind.SCHEMA_MISMATCH, "; ".join(p for p in parts if p))
 
 
 def _decode(payload: bytes, schema: pa.Schema, num_rows: int) -> pa.Table:

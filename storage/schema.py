@@ -10,7 +10,7 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: the run-time facts of a setting (columns marked added in "2")
 
 
 class SettingStatus(StrEnum):
@@ -33,6 +33,18 @@ class RunStatus(StrEnum):
 
 _str = pa.string()
 _dict = pa.dictionary(pa.int32(), pa.string())  # closed sets (enums) as dictionary strings
+# A column added after the first schema version carries this field metadata: a shard written
+# before it lacks the column, which reads as null (and the writer upgrades such shards).
+ADDED_IN = b"reprogrid.added_in"
+
+
+def _added(name: str, kind: pa.DataType, version: str) -> pa.Field:
+    return pa.field(name, kind, metadata={ADDED_IN: version.encode()})
+
+
+def optional_columns(schema: pa.Schema) -> frozenset[str]:
+    """Columns an older shard of this table may lack (added in a later schema version)."""
+    return frozenset(f.name for f in schema if f.metadata and ADDED_IN in f.metadata)
 
 # One row per setting: every field of the setting, its status, and provenance once run.
 SETTINGS = pa.schema(
@@ -63,11 +75,11 @@ SETTINGS = pa.schema(
         # Facts fixed at run time so that a report needs nothing but the store: problems the
         # setting covers and the benchmark's total (fewer: a pilot), the template kind (own /
         # instruct / chat / ...) and the model's own template.
-        ("n_problems", pa.int32()),
-        ("benchmark_n_problems", pa.int32()),
+        _added("n_problems", pa.int32(), "2"),
+        _added("benchmark_n_problems", pa.int32(), "2"),
         ("template", _str),
-        ("template_kind", _str),
-        ("model_own_template", _str),
+        _added("template_kind", _str, "2"),
+        _added("model_own_template", _str, "2"),
         ("decoding", _str),
         ("do_sample", pa.bool_()),
         ("temperature", pa.float64()),

@@ -27,6 +27,7 @@ from orchestrator.run.writer import StoreWriter, utc_now
 from storage.index import build_index
 from storage.schema import RunStatus, SettingStatus
 from storage.store import Store
+from storage.upgrade import upgrade_shards
 from workers.benchmarks.base import Benchmark, BenchmarkDataError
 from workers.benchmarks.registry import get_benchmark
 
@@ -201,6 +202,7 @@ def run_grid(
         if removed:
             logger.info("removed %d temporary file(s) of an interrupted write", removed)
         close_stale_runs(store)
+        upgrade_shards(store)  # shards of an older schema: same columns as every other shard
         plan = make_plan(store, prepared, retry_failed, quarantine=True)
         started_at = utc_now()
         store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, RunStatus.RUNNING,

@@ -56,3 +56,25 @@ def test_an_old_store_runs_nothing_again_and_keeps_its_scores(env, capsys, tmp_p
     assert {p.name: p.read_bytes() for p in (store / "scores").glob("*.parquet")} == before
     scores = pq.read_table(store / "scores").to_pylist()
     assert sorted(round(r["pass_at_1"], 4) for r in scores) == [0.1667, 0.3333, 0.3333]
+
+
+def test_a_run_upgrades_old_shards_to_todays_columns(env, capsys, tmp_path):
+    """Shards of the old schema lack the run-time facts: they read (as null) and verify, and
+    the next writer rewrites them with every column so engines reading the folder see one
+    schema; their rows are unchanged."""
+    from storage.schema import TABLES
+
+    store, replay = copy_store(tmp_path)
+    old = pq.read_table(store / "settings").to_pylist()
+    assert main(["verify", "--store", str(store)]) == 0
+    capsys.readouterr()
+    args = ["run", "--json", *COMMON, *GRIDS[0], f"replay_path={replay}", f"store={store}"]
+    assert main(args) == 0
+    capsys.readouterr()
+    for path in (store / "settings").glob("*.parquet"):
+        assert pq.read_schema(path).names == TABLES["settings"].names
+    new = {r["setting_key"]: r for r in pq.read_table(store / "settings").to_pylist()}
+    for row in old:
+        kept = {k: v for k, v in new[row["setting_key"]].items() if k in row}
+        assert kept == {k: v for k, v in row.items() if k in kept}
+        assert new[row["setting_key"]]["template_kind"] is None  # not known for old rows
