@@ -97,7 +97,7 @@ def repeat_check(store: Store, wanted: Sequence[str], n_problems: int,
             # The original key is passed along: per-sample seeds derive from it.
             items.append((key, replace(s, benchmark=replace(s.benchmark, limit=limit))))
         engine = unit_engine(settings[members[0]].engine, [s for _, s in items])
-        session = EngineSession(engine, {benchmark.adapter.name: benchmark.adapter})
+        session = EngineSession(engine, {benchmark.name: benchmark})
         try:
             outcomes = session.run(items)
         finally:
