@@ -97,6 +97,8 @@ def _make_bases(bases: tuple[str, ...]) -> str | None:
             os.makedirs(base, exist_ok=True)
         except OSError as e:
             return f"cannot create {base}: {e.strerror}"
+        if not os.access(base, os.W_OK):
+            return f"{base} is not writable"
     return None
 
 

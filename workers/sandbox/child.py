@@ -62,6 +62,7 @@ class ServerSetup:
     server_only: tuple[int, ...]  # the server's socket and lifeline write end: P1 closes them
     libc: Libc | None
     can_drop_bounding: bool  # root or in a user namespace: CAP_SETPCAP is held
+    keep: tuple[str, ...] = ()  # view binds under /tmp & co. (view.covered_binds)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
             net = 0 if request["network"] else CLONE_NEWNET
             # After joining the cgroups: the program's /proc/self/cgroup then names no host path.
             libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP | net)
-            view.mount_run(libc, request["disk_mb"], setup.uid, setup.uid)
+            view.mount_run(libc, request["disk_mb"], setup.uid, setup.keep)
             libc.prctl(PR_SET_DUMPABLE, 0)  # P2 may share our uid (user namespace): no ptrace
             workdir = view.WORKDIR
         else:

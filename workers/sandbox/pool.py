@@ -6,7 +6,7 @@ view); a caller leases one for a run and gives it back. Each holds a slot (uid, 
 its lifetime, as root. A driver that is killed leaves nothing running: each server ends when
 its socket reaches EOF, and each run dies with its server (child.py). What it does leave -
 cgroup folders, the slot lock files, process-mode work folders - is removed by the next
-driver's sweep (`_sweep_once`).
+driver's sweep (`sweep_stale_state`).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class ForkServer:
             "paths": list(self.key.paths),
             "preload": list(self.key.preload),
             "tempdir": tempfile.gettempdir(),
+            "owner": os.getpid(),  # names the driver in `ps` (the server does not use it)
         }
         try:
             self.proc = subprocess.Popen(
@@ -191,7 +192,7 @@ class _Pool:
                 return self.idle[key].pop()
             if not self.swept:
                 self.swept = True
-                _sweep_once(facts)
+                sweep_stale_state(facts)
             if self.reaper is None:
                 self.reaper = threading.Thread(
                     target=self._reap_forever, daemon=True, name="sandbox-reaper"
@@ -259,8 +260,10 @@ def close_idle_servers() -> None:
     _POOL.close_idle(0.0)
 
 
-def _sweep_once(facts: dict) -> None:
-    """What killed drivers left: slot cgroups and processes of free slots, host work folders."""
+def sweep_stale_state(facts: dict) -> None:
+    """Remove what killed drivers left: the processes and cgroups of slots nobody holds, and
+    process-mode work folders of servers that are gone (done once per process, at the first
+    server start; `facts`: sandbox_isolation().facts)."""
     if facts["root"]:
         sweep_stale_uids()
         host = cgroup_host()

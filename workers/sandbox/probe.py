@@ -66,7 +66,7 @@ def _server_steps(libc, root: bool, found: dict[str, bool]) -> None:
         found["user_namespace"] = True
     found["mount_namespace"] = True
     pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
-    view.build_view(view.plan_view([]), view.etc_files(0, 0), libc)
+    view.build_view(view.plan_view([]), view.etc_files(0, 0), libc, own_proc=not root)
     found["filesystem_view"] = True
     libc.setns(pidns, CLONE_NEWPID)
     libc.unshare(CLONE_NEWPID)
@@ -107,7 +107,7 @@ def _in_run(libc, root: bool, uid: int, last_cap: int, w: int) -> None:
         ok("network_namespace")
     except OSError:
         pass
-    view.mount_run(libc, 1, uid if root else None, uid if root else None)
+    view.mount_run(libc, 1, uid if root else None)
     ok("disk_quota")
     ok("own_proc")  # mount_run mounts /proc last
     libc.drop_bounding_set(last_cap)

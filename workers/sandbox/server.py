@@ -54,9 +54,12 @@ def main(config: dict) -> None:
         elif mode == "namespaces":
             libc.unshare(CLONE_NEWNS)
         pidns = os.open("/proc/self/ns/pid", os.O_RDONLY) if mode != "process" else None
+        keep: tuple[str, ...] = ()
         if mode != "process":
             ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
-            view.build_view(view.plan_view(config["paths"]), view.etc_files(*ids), libc)
+            plan = view.plan_view(config["paths"])
+            view.build_view(plan, view.etc_files(*ids), libc, own_proc=mode == "userns")
+            keep = view.covered_binds(plan)
         runner.import_all(tuple(config["preload"]))
         lifeline, lifeline_w = os.pipe()
         setup = child.ServerSetup(
@@ -67,6 +70,7 @@ def main(config: dict) -> None:
             lifeline=lifeline,
             pidns=pidns,
             server_only=(sock.fileno(), lifeline_w),
+            keep=keep,
             libc=libc,
             can_drop_bounding=mode != "process" or os.geteuid() == 0,
         )

@@ -138,9 +138,12 @@ def etc_files(uid: int, gid: int) -> dict[str, str]:
     }
 
 
-def build_view(plan: ViewPlan, files: dict[str, str], libc: Libc) -> None:
+def build_view(plan: ViewPlan, files: dict[str, str], libc: Libc, own_proc: bool = False) -> None:
     """Assemble the view and pivot into it. The caller has just entered a new mount namespace
-    of its own (the host's mounts are untouched)."""
+    of its own (the host's mounts are untouched). `own_proc` (in a user namespace, where the
+    caller is pid 1 of its own pid namespace): mount a /proc of that namespace into the view,
+    because the kernel lets a user namespace mount a proc only where one is already fully
+    visible; each run's own /proc then goes on top of it."""
     libc.mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Opened before the staging tmpfs covers anything they live under (a path under /tmp).
     sources = [(os.open(p, os.O_PATH | os.O_CLOEXEC), p, is_dir) for p, is_dir in plan.binds]
@@ -164,6 +167,8 @@ def build_view(plan: ViewPlan, files: dict[str, str], libc: Libc) -> None:
             fh.write(text)
     for path in RUN_MOUNT_POINTS:
         _make_point(_STAGING + path, True)
+    if own_proc:
+        libc.mount("proc", _STAGING + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(_STAGING)
     libc.pivot_root(".", ".")  # the old root ends up stacked under the new one...
     libc.umount(".", MNT_DETACH)  # ...and is detached here: the host tree is gone
@@ -223,10 +228,12 @@ def _atime_flags(options: set[str]) -> int:
     return flags | MS_STRICTATIME
 
 
-def mount_run(libc: Libc, disk_mb: int, uid: int | None, gid: int | None) -> None:
+def mount_run(libc: Libc, disk_mb: int, uid: int | None, keep: Sequence[str] = ()) -> None:
     """The run's own mounts, in its new mount namespace: /tmp (with the work folder),
     /var/tmp and /dev/shm on one tmpfs of `disk_mb` (writes past it fail with ENOSPC), and a
-    /proc of the run's pid namespace (this process must be its pid 1)."""
+    /proc of the run's pid namespace (this process must be its pid 1). `keep`: binds of the
+    view that live under those folders (`covered_binds`), bound again on top, read-only."""
+    held = [(os.open(path, os.O_PATH | os.O_CLOEXEC), path) for path in keep]
     inodes = max(1024, disk_mb * 256)
     libc.mount(
         "tmpfs",
@@ -243,8 +250,18 @@ def mount_run(libc: Libc, disk_mb: int, uid: int | None, gid: int | None) -> Non
     libc.umount("/.run", MNT_DETACH)
     os.mkdir(WORKDIR, 0o700)
     if uid is not None:
-        os.chown(WORKDIR, uid, gid if gid is not None else uid)
-    libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        os.chown(WORKDIR, uid, uid)
+    libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)  # before the binds
+    for fd, path in held:
+        _make_point(path, stat.S_ISDIR(os.fstat(fd).st_mode))
+        libc.mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        libc.mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
+
+
+def covered_binds(plan: ViewPlan) -> tuple[str, ...]:
+    """The plan's binds that each run's own /tmp, /var/tmp or /dev/shm would hide."""
+    return tuple(p for p, _ in plan.binds if _under_any(p, ("/tmp", "/var/tmp", "/dev/shm")))
 
 
 def view_paths(needed: Sequence[str]) -> tuple[str, ...]:
