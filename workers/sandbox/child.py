@@ -90,6 +90,8 @@ def start_run(setup: ServerSetup, fds: RunFds, workdir: str) -> int:
 def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
     code = 1
     try:
+        os.dup2(fds.out, 1)  # first: whatever fails below is reported on the run's stderr
+        os.dup2(fds.err, 2)
         for fd in setup.server_only:
             os.close(fd)
         libc = setup.libc
@@ -99,8 +101,6 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
             return  # the server died before PDEATHSIG was armed
         for fd in setup.cgroup_fds:
             os.write(fd, b"0")  # this process, and everything it forks, joins the cgroup
-        os.dup2(fds.out, 1)
-        os.dup2(fds.err, 2)
         request = _read_request(fds.payload)
         if setup.mode in NAMESPACE_MODES:
             net = 0 if request["network"] else CLONE_NEWNET
@@ -148,6 +148,9 @@ def _program(setup: ServerSetup, fds: RunFds, request: dict, workdir: str) -> No
             os.setuid(setup.uid)
         if setup.mode in NAMESPACE_MODES:
             libc.clear_capabilities()  # a user namespace keeps its caps across the steps above
+            # The uid change made us non-dumpable (root-owned /proc/<pid> files); an exec
+            # would undo that, and the harness child is dumpable too. P1 stays non-dumpable.
+            libc.prctl(PR_SET_DUMPABLE, 1)
         for res, soft, hard in request["rlimits"]:
             current = resource.getrlimit(res)[1]
             if current != resource.RLIM_INFINITY:  # unprivileged now: can only lower
