@@ -63,6 +63,7 @@ class ServerSetup:
     libc: Libc | None
     can_drop_bounding: bool  # root or in a user namespace: CAP_SETPCAP is held
     keep: tuple[str, ...] = ()  # view binds under /tmp & co. (view.covered_binds)
+    clear_user_keyrings: bool = False  # the run's uid's keyrings are not the caller's own
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,8 @@ def _program(setup: ServerSetup, fds: RunFds, request: dict, workdir: str) -> No
             os.setgroups([])
             os.setgid(setup.uid)
             os.setuid(setup.uid)
+        if libc is not None:
+            libc.fresh_keyrings(setup.clear_user_keyrings)
         if setup.mode in NAMESPACE_MODES:
             libc.clear_capabilities()  # a user namespace keeps its caps across the steps above
             # The uid change made us non-dumpable (root-owned /proc/<pid> files); an exec

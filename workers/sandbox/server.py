@@ -71,6 +71,7 @@ def main(config: dict) -> None:
             pidns=pidns,
             server_only=(sock.fileno(), lifeline_w),
             keep=keep,
+            clear_user_keyrings=uid is not None or (mode == "userns" and _keyrings_per_userns()),
             libc=libc,
             can_drop_bounding=mode != "process" or os.geteuid() == 0,
         )
@@ -100,6 +101,16 @@ def enter_user_namespace(libc) -> None:
     if select.select([lifeline], [], [], 0)[0]:
         os._exit(1)  # the waiting parent died before PDEATHSIG was armed
     os.close(lifeline)
+
+
+def _keyrings_per_userns() -> bool:
+    """Linux 5.3 moved the user keyrings into the user namespace; before, a user namespace's
+    "user keyring" was the caller's own (which must not be cleared)."""
+    release = os.uname().release.split(".")
+    try:
+        return (int(release[0]), int(release[1].split("-")[0])) >= (5, 3)
+    except (IndexError, ValueError):
+        return False
 
 
 def _serve(sock: socket.socket, setup: child.ServerSetup, tempdir: str) -> None:

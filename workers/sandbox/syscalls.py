@@ -7,6 +7,7 @@ filesystem (see server.py), so it may import nothing of reprogrid outside the se
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import platform
@@ -20,8 +21,11 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
-# pivot_root has no glibc wrapper; its number differs by architecture.
+# pivot_root and keyctl have no glibc wrapper; their numbers differ by architecture.
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "ppc64le": 271, "s390x": 280}
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR = 1, 7
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
 
 
 class _CapHeader(ctypes.Structure):
@@ -54,7 +58,9 @@ class Libc:
         self._capset = libc.capset
         self._capset.argtypes = [ctypes.POINTER(_CapHeader), ctypes.POINTER(_CapData * 2)]
         self._syscall = libc.syscall
+        self._syscall.restype = ctypes.c_long
         self.pivot_root_nr = _SYS_PIVOT_ROOT.get(platform.machine())
+        self.keyctl_nr = _SYS_KEYCTL.get(platform.machine())
 
     @staticmethod
     def _check(ret: int, what: str) -> None:
@@ -88,6 +94,27 @@ class Libc:
             raise OSError(38, f"pivot_root: unknown syscall number on {platform.machine()}")
         ret = self._syscall(ctypes.c_long(self.pivot_root_nr), new_root.encode(), put_old.encode())
         self._check(ret, "pivot_root")
+
+    def fresh_keyrings(self, clear_user_keyrings: bool) -> None:
+        """Join a new, empty session keyring (not the driver's), and empty the uid's user and
+        user-session keyrings, which outlive processes: what one program stored there would
+        otherwise be read by the next program of the same uid. Where keyctl is unavailable
+        (no syscall, or a seccomp filter refusing it) a program cannot use keyrings either."""
+        if self.keyctl_nr is None:
+            return
+        calls = [(KEYCTL_JOIN_SESSION_KEYRING, None)]
+        if clear_user_keyrings:
+            calls += [(KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING)]
+            calls += [(KEYCTL_CLEAR, KEY_SPEC_USER_SESSION_KEYRING)]
+        for op, arg in calls:
+            ret = self._syscall(
+                ctypes.c_long(self.keyctl_nr),
+                ctypes.c_long(op),
+                ctypes.c_void_p(None) if arg is None else ctypes.c_long(arg),
+            )
+            if ret < 0 and ctypes.get_errno() not in (errno.ENOSYS, errno.EPERM, errno.EACCES):
+                err = ctypes.get_errno()
+                raise OSError(err, f"keyctl({op}): {os.strerror(err)}")
 
     def prctl(self, option: int, arg: int = 0) -> None:
         self._check(self._prctl(option, arg, 0, 0, 0), f"prctl({option})")

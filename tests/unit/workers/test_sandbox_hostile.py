@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -160,6 +161,33 @@ import os
 found = [f for f in ("/tmp", "/var/tmp", "/dev/shm", ".") if os.path.exists(f + "/left-{token}")]
 assert found, "nothing of the previous program is visible"
 """
+    first, second = execute_jobs(
+        [ExecJob("leave", leave, 5.0), ExecJob("find", find, 5.0)], LIMITS, workers=1
+    )
+    assert first.outcome is Outcome.PASSED, first
+    assert (second.outcome, second.error_type) == (Outcome.FAILED, "AssertionError")
+
+
+# add_key and keyctl: (x86_64, aarch64) syscall numbers
+_KEY_SYSCALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}
+
+
+@needs_full
+@pytest.mark.skipif(platform.machine() not in _KEY_SYSCALLS, reason="syscall numbers unknown")
+def test_keyrings_carry_nothing_to_the_next_program():
+    # The user keyrings outlive processes; the session keyring is inherited from the driver.
+    add_key, keyctl = _KEY_SYSCALLS[platform.machine()]
+    prelude = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    prelude += "libc.syscall.restype = ctypes.c_long\nRINGS = (-3, -4, -5)\n"
+    leave = prelude + (
+        "for ring in RINGS:\n"
+        f"    key = libc.syscall({add_key}, b'user', b'sbx-left', b'x', 1, ctypes.c_int(ring))\n"
+        "    assert key > 0\n"
+    )
+    find = prelude + (
+        f"found = [r for r in RINGS if libc.syscall({keyctl}, 10, ctypes.c_int(r), b'user',"
+        " b'sbx-left', 0) > 0]\nassert found, 'no key of the previous program'\n"
+    )
     first, second = execute_jobs(
         [ExecJob("leave", leave, 5.0), ExecJob("find", find, 5.0)], LIMITS, workers=1
     )
