@@ -108,6 +108,7 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
             # After joining the cgroups: the program's /proc/self/cgroup then names no host path.
             libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP | net)
             view.mount_run(libc, request["disk_mb"], setup.uid, setup.keep)
+            _oom_score(-1000)  # the memory limit's OOM kill must pick the program, not us
             libc.prctl(PR_SET_DUMPABLE, 0)  # P2 may share our uid (user namespace): no ptrace
             workdir = view.WORKDIR
         else:
@@ -134,6 +135,7 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
 def _program(setup: ServerSetup, fds: RunFds, request: dict, workdir: str) -> None:
     try:
         os.setsid()
+        _oom_score(0)
         stdin = fds.stdin if fds.stdin is not None else os.open(os.devnull, os.O_RDONLY)
         os.dup2(stdin, 0)
         keep = {fds.setup} | ({fds.report} if fds.report is not None else set())
@@ -225,6 +227,15 @@ def _close_all_but(keep: set[int]) -> None:
             os.closerange(low, fd)
             low = fd + 1
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _oom_score(adj: int) -> None:
+    """Set /proc/self/oom_score_adj where allowed (lowering it needs CAP_SYS_RESOURCE)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="utf-8") as fh:
+            fh.write(str(adj))
+    except OSError:
+        pass  # without CAP_SYS_RESOURCE: the supervisor may be the one killed (supervisor.py)
 
 
 def _write_int(fd: int, value: int) -> None:

@@ -187,9 +187,21 @@ class _Pool:
         self.swept = False
 
     def take(self, key: ServerKey, facts: dict, env: dict[str, str]) -> ForkServer:
+        dead: list[ForkServer] = []
+        try:
+            return self._take(key, facts, env, dead)
+        finally:
+            for server in dead:
+                server.close()
+
+    def _take(self, key, facts, env, dead: list[ForkServer]) -> ForkServer:
         with self.lock:
-            if self.idle.get(key):
-                return self.idle[key].pop()
+            while self.idle.get(key):
+                server = self.idle[key].pop()
+                if server.proc is not None and server.proc.poll() is None:
+                    return server
+                self.servers.discard(server)
+                dead.append(server)  # killed while idle (closed below, outside the lock)
             if not self.swept:
                 self.swept = True
                 sweep_stale_state(facts)

@@ -111,6 +111,8 @@ def _result(
     reply: dict, timed_out: bool, streams: Streams, duration: float, memory_killed: bool
 ) -> CommandResult:
     status = reply.get("status")
+    if status is None and memory_killed and reply.get("setup_ok") and not timed_out:
+        status = signal.SIGKILL.value  # the limit's OOM kill took the supervisor: as "SIGKILL"
     if not timed_out and (status is None or not reply.get("setup_ok")):
         detail = streams.err.text().strip() or f"supervisor status {reply.get('supervisor_status')}"
         if SETUP_FAILED in detail:
