@@ -79,7 +79,7 @@ def main(config: dict) -> None:
         protocol.send(sock, {"op": "failed", "error": f"{type(e).__name__}: {e}"})
         os._exit(1)
     protocol.send(sock, {"op": "ready", "pid": os.getpid()})
-    _serve(sock, setup, config.get("tempdir") or "/tmp")
+    _serve(sock, setup, config["tempdir"])
     os._exit(0)
 
 
