@@ -93,6 +93,9 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
     try:
         os.dup2(fds.out, 1)  # first: whatever fails below is reported on the run's stderr
         os.dup2(fds.err, 2)
+        # No handler a program could trigger: signals from inside a pid namespace reach its
+        # pid 1 only through handlers (Python's own SIGINT handler would be one).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         for fd in setup.server_only:
             os.close(fd)
         libc = setup.libc
@@ -135,6 +138,7 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
 def _program(setup: ServerSetup, fds: RunFds, request: dict, workdir: str) -> None:
     try:
         os.setsid()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in any Python process
         _oom_score(0)
         stdin = fds.stdin if fds.stdin is not None else os.open(os.devnull, os.O_RDONLY)
         os.dup2(stdin, 0)
