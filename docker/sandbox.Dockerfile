@@ -90,7 +90,9 @@ COPY --chown=reprogrid:reprogrid storage /opt/reprogrid/storage
 COPY --chown=reprogrid:reprogrid sweeps /opt/reprogrid/sweeps
 RUN pip install --no-cache-dir --no-deps /opt/reprogrid
 
-# Numeric, so Kubernetes' runAsNonRoot can verify it.
+# Numeric, so Kubernetes' runAsNonRoot can verify it. As uid 1000 the sandbox isolates at
+# "namespaces" where the runtime allows user namespaces, else "process"; "full" needs root
+# with CAP_SYS_ADMIN and a writable cgroup (docs/sandbox.md; `reprogrid doctor` says which).
 USER 1000:1000
 WORKDIR /home/reprogrid
 ENTRYPOINT ["/usr/bin/tini", "--"]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
-from workers.sandbox import run_python_program
+from workers.sandbox import check_isolation, run_python_program
 from workers.spec import ExecJob, ExecResult, Outcome, SandboxLimits
 
 logger = logging.getLogger(__name__)
@@ -42,18 +42,22 @@ def execute_jobs(
 ) -> list[ExecResult]:
     """Run every job with `run_python_program` on a pool of `workers` threads.
 
-    workers: concurrent sandboxes (default os.cpu_count()); each is one process.
+    workers: concurrent sandboxes (default os.cpu_count()); each leases one fork server.
     dedup: jobs with the same `dedup_key` run once; the others get a copy of that result
         under their own job_id (and the same duration_s).
     on_result: called in the calling thread with each job's result as soon as it is known
         (completion order). If it raises, jobs not yet started are cancelled and the exception
         propagates.
-    Returns the results in the order of `jobs`. Raises ValueError on duplicate job ids.
+    Returns the results in the order of `jobs`, each with the IsolationLevel it ran at.
+    Raises ValueError on duplicate job ids, and IsolationBelowRequired (before running any)
+    when the host's level is below `limits.require`.
     """
     ids = [job.job_id for job in jobs]
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"job ids must be unique; repeated: {dupes[:5]}")
+    if jobs:
+        check_isolation(limits)  # a batch below limits.require fails as a whole, up front
     groups: dict[str, list[ExecJob]] = {}
     for job in jobs:
         groups.setdefault(dedup_key(job) if dedup else job.job_id, []).append(job)

@@ -84,6 +84,38 @@ class Outcome(StrEnum):
     TOOLCHAIN_MISSING = "toolchain_missing"  # InfiBench: no executor for a unit test here
 
 
+class IsolationLevel(StrEnum):
+    """How strongly the sandbox isolates a program on this host, weakest first; compares in
+    that order (PROCESS < NAMESPACES < FULL). What each level guarantees: docs/sandbox.md."""
+
+    # A process of its own: session, rlimits (memory per process), scrubbed environment and a
+    # fresh host folder; no namespaces, so it sees the host's files and processes.
+    PROCESS = "process"
+    # Fresh pid, mount, IPC and network namespaces per program; a filesystem view of only the
+    # interpreter/toolchain (read-only), its own empty tmpfs work folder of disk_mb and its own
+    # /proc; no_new_privs, no capabilities, nosuid. Memory still limited per process.
+    NAMESPACES = "namespaces"
+    # NAMESPACES plus one memory and pids cgroup for the program and all its descendants, and
+    # an unprivileged uid of its own (root only).
+    FULL = "full"
+
+    @property
+    def rank(self) -> int:
+        return list(IsolationLevel).index(self)
+
+    def __lt__(self, other: object) -> bool:
+        return self.rank < IsolationLevel(other).rank
+
+    def __le__(self, other: object) -> bool:
+        return self.rank <= IsolationLevel(other).rank
+
+    def __gt__(self, other: object) -> bool:
+        return self.rank > IsolationLevel(other).rank
+
+    def __ge__(self, other: object) -> bool:
+        return self.rank >= IsolationLevel(other).rank
+
+
 class StopRule(StrEnum):
     # The harness's Python check_fn: any stop word, or any non-indented non-empty line.
     HARNESS_PYTHON = "harness_python"
@@ -258,17 +290,22 @@ class ExecResult:
     error_type: str | None  # exception class name, "Timeout", "EarlyExit", "Signal", ...
     error_message: str | None  # truncated
     duration_s: float
+    isolation: str | None = None  # the IsolationLevel the run had; None: it never ran
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_s: float = 10.0  # the harness timeout
-    memory_mb: int = 4096  # address-space limit
+    # The program and all its descendants together (a cgroup); where the host gives no cgroup,
+    # each process's address space (RLIMIT_AS). The harness has no memory limit.
+    memory_mb: int = 4096
     cpu_s: int | None = None  # CPU-time limit; None: timeout_s + 5
     file_size_mb: int = 64  # largest file the program may write
-    max_processes: int = 64  # RLIMIT_NPROC (per sandbox user when run as root)
+    max_processes: int = 64  # a pids cgroup and RLIMIT_NPROC (per sandbox uid as root)
     max_output_bytes: int = 4096  # stored stderr/error text
     network: bool = False  # False: a new network namespace where the OS allows it
+    disk_mb: int = 256  # the work folder's tmpfs (with /tmp and /dev/shm); writes past it fail
+    require: IsolationLevel | None = None  # refuse to run below this level (None: any)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,3 +365,4 @@ class ExecutionRecord:
     error_message: str | None
     duration_s: float
     details: str | None = None  # JSON
+    isolation: str | None = None  # the IsolationLevel the sandbox gave this execution

@@ -1,132 +1,178 @@
-"""What isolation this host offers (probed once, in a throwaway child), and the check before
-each run that refuses what must not run and logs, once, what runs degraded."""
+"""What isolation this host gives (probed once, in a throwaway interpreter), the level that
+makes for given limits, and the check before each run: refuse what must not run, fail below
+`limits.require`, and state a weaker level once."""
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import os
 import subprocess
 import sys
 import threading
+from typing import NamedTuple
 
-from workers.sandbox.isolation import (
-    CLONE_NEWNET,
-    CLONE_NEWNS,
-    CLONE_NEWPID,
-    CLONE_NEWUSER,
-    MS_NODEV,
-    MS_NOSUID,
-    MS_PRIVATE,
-    MS_REC,
-    Libc,
-    load_libc,
-    write_id_maps,
-)
-from workers.sandbox.results import SandboxUnavailable
-from workers.sandbox.slots import SANDBOX_UID_BASE
-from workers.spec import SandboxLimits
+from workers.sandbox import probe, protocol
+from workers.sandbox.cgroups import cgroup_host
+from workers.sandbox.results import IsolationBelowRequired, SandboxUnavailable
+from workers.sandbox.slots import SANDBOX_SLOTS, SANDBOX_UID_BASE
+from workers.spec import IsolationLevel, SandboxLimits
 
 logger = logging.getLogger(__name__)
 
-_CAPS: dict[str, bool] | None = None
-_CAPS_LOCK = threading.Lock()
+TOOL = "reprogrid fork server (namespaces, mounts and cgroups set up by reprogrid itself)"
+# What NAMESPACES needs besides a network namespace (unless limits.network), and FULL besides.
+_NAMESPACE_FACTS = (
+    "mount_namespace",
+    "filesystem_view",
+    "pid_namespace",
+    "own_proc",
+    "ipc_namespace",
+    "disk_quota",
+    "no_new_privs",
+    "capabilities_dropped",
+)
+_FULL_FACTS = ("drop_privileges", "memory_cgroup", "pids_cgroup")
+
+_HOST: dict | None = None
+_HOST_LOCK = threading.Lock()
 _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
 
 
+class IsolationReport(NamedTuple):
+    level: IsolationLevel  # what the sandbox gives a run with these limits on this host
+    facts: dict  # per property, JSON-native (for `doctor` and the execution record)
+
+
+def host_facts() -> dict:
+    """What this host gives, independent of limits (probed once per process)."""
+    global _HOST
+    with _HOST_LOCK:
+        if _HOST is None:
+            _HOST = _probe_host()
+        return dict(_HOST)
+
+
+def sandbox_isolation(limits: SandboxLimits | None = None) -> IsolationReport:
+    """The level a run with `limits` gets on this host, and the facts behind it: one boolean
+    per property (namespaces, view, cgroups, ...), how memory and network are bounded, the mode
+    the fork servers run in, and `missing`: what keeps the level below FULL. Cheap after the
+    first call (the probe is cached)."""
+    limits = limits or SandboxLimits()
+    facts = host_facts()
+    wanted = list(_NAMESPACE_FACTS) + ([] if limits.network else ["network_namespace"])
+    missing = [name for name in wanted + list(_FULL_FACTS) if not facts[name]]
+    if facts["mode"] == "process" or any(not facts[name] for name in wanted):
+        level = IsolationLevel.PROCESS
+    elif missing:
+        level = IsolationLevel.NAMESPACES
+    else:
+        level = IsolationLevel.FULL
+    network = (
+        "allowed (limits.network)"
+        if limits.network
+        else "own namespace, loopback down"
+        if facts["network_namespace"]
+        else "the host's network (no network namespace)"
+    )
+    memory = (
+        "cgroup: the program and its descendants together"
+        if facts["memory_cgroup"]
+        else "RLIMIT_AS: each process on its own (no memory cgroup)"
+    )
+    facts.update(level=level.value, network=network, memory_limit=memory, missing=missing)
+    return IsolationReport(level, facts)
+
+
 def sandbox_capabilities() -> dict[str, bool]:
-    """What isolation works for this process (probed once, in a throwaway child)."""
-    global _CAPS
-    with _CAPS_LOCK:
-        if _CAPS is None:
-            _CAPS = _probe()
-        return dict(_CAPS)
+    """The host's boolean facts (what `doctor` prints as yes/NO)."""
+    return {k: v for k, v in host_facts().items() if isinstance(v, bool)}
 
 
-def _probe() -> dict[str, bool]:
-    root = os.geteuid() == 0
-    libc = load_libc()
-    found = b""
-    if libc is not None:
-        r, w = os.pipe()
-        try:
-            # The child tries each step and exits inside preexec_fn, never reaching exec.
-            subprocess.run(
-                [sys.executable, "-c", ""],
-                preexec_fn=functools.partial(_probe_child, w, root, libc),
-                pass_fds=(w,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            pass
-        finally:
-            os.close(w)
-            found = os.read(r, 64)
-            os.close(r)
-    return {
-        "subprocess": True,
-        "process_group": True,
-        "rlimits": True,
-        "drop_privileges": b"U" in found,
-        "kill_strays_by_uid": b"U" in found,
-        "network_namespace": b"N" in found,
-        "pid_namespace": b"P" in found,
-        "mount_namespace": b"M" in found,
-        "private_tmp": b"M" in found,
-        "user_namespace": b"Y" in found,
-    }
-
-
-def _probe_child(w: int, root: bool, libc: Libc) -> None:
-    if root:
-        if libc.unshare(CLONE_NEWNET) == 0:
-            os.write(w, b"N")
-        if libc.unshare(CLONE_NEWPID) == 0:
-            os.write(w, b"P")
-        if (
-            libc.unshare(CLONE_NEWNS) == 0
-            and libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0
-            and libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64k") == 0
-        ):
-            os.write(w, b"M")
-        try:
-            os.setgroups([])
-            os.setgid(SANDBOX_UID_BASE)
-            os.setuid(SANDBOX_UID_BASE)
-            os.write(w, b"U")
-        except OSError:
-            pass
-    elif libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID) == 0:
-        try:
-            write_id_maps(os.getuid(), os.getgid())
-            os.write(w, b"YNP")
-        except OSError:
-            pass
-    os._exit(0)
-
-
-def check_isolation(caps: dict[str, bool], root: bool, limits: SandboxLimits) -> None:
-    """Refuse to run as root without the uid switch (SandboxUnavailable); log each degradation
-    (not root, no network namespace) once per process."""
-    if root and not caps["drop_privileges"]:
+def check_isolation(limits: SandboxLimits) -> IsolationReport:
+    """Before a run: refuse to run as root without the uid switch, fail below
+    `limits.require` (IsolationBelowRequired), and log a weaker level once per process."""
+    report = sandbox_isolation(limits)
+    facts = report.facts
+    if facts["root"] and not facts["drop_privileges"]:
         raise SandboxUnavailable(
             f"running as root but cannot switch to the sandbox uid {SANDBOX_UID_BASE}; refusing "
             "to run untrusted code as root"
         )
-    warnings = []
-    if not root:
-        warnings.append(
-            "sandbox not running as root: programs run as the caller's uid"
-            + ("" if caps["pid_namespace"] else "; strays that leave the process group survive")
+    if limits.require is not None and report.level < limits.require:
+        raise IsolationBelowRequired(
+            f"sandbox isolation on this host is {report.level.value!r}, below the required "
+            f"{IsolationLevel(limits.require).value!r} (execution.require); missing: "
+            f"{', '.join(facts['missing']) or 'none'}; levels: "
+            f"{', '.join(level.value for level in IsolationLevel)}"
         )
-    if not limits.network and not caps["network_namespace"]:
-        warnings.append("no network namespace available: sandboxed programs keep network access")
-    with _WARN_LOCK:
-        for text in warnings:
+    if report.level < IsolationLevel.FULL:
+        text = (
+            f"sandbox isolation is {report.level.value!r} here, not 'full' (missing: "
+            f"{', '.join(facts['missing'])}; memory: {facts['memory_limit']}; network: "
+            f"{facts['network']}); recorded with every execution"
+        )
+        with _WARN_LOCK:
             if text not in _WARNED:
                 _WARNED.add(text)
                 logger.warning(text)
+    return report
+
+
+def _probe_host() -> dict:
+    root = os.geteuid() == 0
+    found = _run_probe()
+    cgroups = cgroup_host() if root or found.get("user_namespace") else None
+    has_cgroup = cgroups is not None and cgroups.version is not None
+    ns_ok = all(found.get(step, False) for step in probe.SERVER_STEPS[1:] + ("own_proc",))
+    mode = ("namespaces" if root else "userns") if ns_ok else "process"
+    facts = {name: bool(found.get(name, False)) for name in probe.ALL_STEPS}
+    facts.update(
+        root=root,
+        mode=mode,
+        subprocess=True,
+        process_group=True,
+        rlimits=True,
+        fork_server=True,
+        kill_strays_by_uid=facts["drop_privileges"],
+        private_tmp=facts["disk_quota"],
+        memory_cgroup=has_cgroup,
+        pids_cgroup=has_cgroup,
+        cgroup=cgroups.version.value if has_cgroup else None,
+        cgroup_path=cgroups.bases[0] if has_cgroup else None,
+        cgroup_reason=None if has_cgroup else (cgroups.reason if cgroups else "not root"),
+        slot_uids=f"{SANDBOX_UID_BASE}-{SANDBOX_UID_BASE + SANDBOX_SLOTS - 1}" if root else None,
+        tool=TOOL,
+    )
+    return facts
+
+
+def _run_probe() -> dict[str, bool]:
+    config = {"package_dirs": package_dirs(), "uid": SANDBOX_UID_BASE}
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                protocol.bootstrap("workers.sandbox.probe"),
+                json.dumps(config),
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        found = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+        logger.warning("sandbox probe failed (%s): assuming no namespaces", e)
+        return {}
+    return {k: bool(v) for k, v in found.items()}
+
+
+def package_dirs() -> list[str]:
+    """The folders of the `workers` and `workers.sandbox` packages (for the bootstraps)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.dirname(here), here]

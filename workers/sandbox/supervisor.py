@@ -1,117 +1,87 @@
-"""One isolated run, supervised from the parent: slot, folder, spawn, pipes, deadline, kill.
-
-The only place that spawns generated code (through `run_command` and `run_python_program` in
-workers.sandbox.api).
-"""
+"""One run on a leased fork server, supervised from the driver: the request, the pipes, the
+deadline, the kill, and what is checked afterwards (cgroup empty, OOM kills, stray uids)."""
 
 from __future__ import annotations
 
-import functools
+import json
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from workers.sandbox.capabilities import check_isolation, sandbox_capabilities
-from workers.sandbox.isolation import CLONE_NEWPID, ChildPlan, child_plan, enter_sandbox, load_libc
+from workers.sandbox.child import SETUP_FAILED
+from workers.sandbox.pool import ForkServer
 from workers.sandbox.results import CommandResult, SandboxUnavailable
-from workers.sandbox.runner import Marker
-from workers.sandbox.slots import Slot, acquire_slot, kill_uid, pidfd_open, release_slot
-from workers.sandbox.streams import Streams
-from workers.sandbox.workdir import make_workdir, remove_tree
+from workers.sandbox.slots import kill_uid
+from workers.sandbox.streams import Marker, Streams
 from workers.spec import SandboxLimits
 
-# Interpreter start-up plus the header imports; the program's own timeout starts after them,
-# as in the harness, whose parent has imported NumPy before it forks each program's child.
+# Setup of the run plus, for run_command, the command's own start; the program's timeout
+# starts when the runner says "ready", as in the harness, whose parent has imported NumPy
+# before it forks each program's child.
 STARTUP_ALLOWANCE_S = 20.0
-DRAIN_GRACE_S = 1.0  # wait for pipe EOF after the run's processes were killed
+DRAIN_GRACE_S = 1.0  # wait for pipe EOF after the run's processes are gone
+KILL_GRACE_S = 10.0  # the server must report a killed run within this long
+_REPLY_S = 30.0  # "started" comes right after a fork
 
 
-def run_isolated(
-    argv: list[str],
-    files: Mapping[str, str | bytes],
+def run_on_server(
+    server: ForkServer,
+    request: dict,
     limits: SandboxLimits,
     *,
     stdin_data: bytes | None,
-    env: Mapping[str, str] | None,
-    needed: Sequence[str],
-    marker: Marker | None = None,
-) -> tuple[CommandResult, dict | None]:
-    """Run argv isolated in a fresh folder holding `files` (package docstring), with the slot held
-    as root. `needed`: paths the child must reach (bound back through covered folders). Returns
-    the result and, with a marker, the runner's report (None if it sent none)."""
-    caps = sandbox_capabilities()
-    root = os.geteuid() == 0
-    check_isolation(caps, root, limits)
-    slot = acquire_slot() if root else None
+    marker: Marker | None,
+) -> CommandResult:
+    """Run `request` (child.py's request: kind, program or argv/files, env, rlimits, network,
+    disk_mb) on `server` under `limits`; the wall clock is limits.timeout_s from the runner's
+    "ready" (with a marker) or from the start."""
+    streams = Streams(limits.max_output_bytes, marker)
     try:
-        workdir = make_workdir(files, slot.uid if slot else None)
-        try:
-            plan = child_plan(workdir, limits, needed, slot.uid if slot else None, caps)
-            result = _spawn_and_wait(argv, plan, limits, stdin_data, env, marker, slot)
-        finally:
-            remove_tree(workdir)
-    finally:
-        if slot:
-            release_slot(slot)
-    return result, (marker.done() if marker else None)
-
-
-def _spawn_and_wait(argv, plan, limits, stdin_data, env, marker, slot) -> CommandResult:
-    streams = Streams(limits.max_output_bytes, marker, stdin_data)
-    libc = load_libc()
-    try:
+        streams.feed("payload", json.dumps(request).encode())
+        if stdin_data is not None:
+            streams.feed("stdin", stdin_data)
+        oom_before = _before(server, limits)
         start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=streams.child_stdin,
-                stdout=streams.child_out,
-                stderr=streams.child_err,
-                cwd=plan.workdir,
-                env=_sandbox_env(plan.workdir, env),
-                start_new_session=True,
-                pass_fds=(marker.write_fd,) if marker else (),
-                preexec_fn=functools.partial(enter_sandbox, plan, libc),
-            )
-        except subprocess.SubprocessError as e:
-            raise SandboxUnavailable(
-                f"sandbox setup failed in the child: {streams.early_error()}"
-            ) from e
-        finally:
-            streams.close_child_ends()
-        pidfd = pidfd_open(proc.pid)
-        timed_out = True  # also if supervising fails: then kill and sweep everything
-        try:
-            timed_out = _supervise(proc, pidfd, streams, marker, limits.timeout_s)
-        finally:
-            _kill_run(proc, slot, plan, timed_out)  # before reaping: the leader pins its pgid
-            duration = time.monotonic() - start
-            if pidfd is not None:
-                streams.unwatch(pidfd)
-                os.close(pidfd)
-            proc.wait()
+        names = list(streams.child_fds)
+        server.send({"op": "run", "fds": names}, [streams.child_fds[n] for n in names])
+        streams.close_child_ends()
+        server.expect("started", _REPLY_S)
+        streams.watch_exit(server.sock.fileno())
+        timed_out = _supervise(server, streams, marker, limits.timeout_s)
+        reply = server.expect("exited", KILL_GRACE_S)
+        duration = time.monotonic() - start
+        streams.unwatch(server.sock.fileno())
         streams.drain(DRAIN_GRACE_S)
     finally:
         streams.close()
-    code = proc.returncode
-    return CommandResult(
-        exit_code=None if timed_out or code < 0 else code,
-        signal=signal.SIGKILL.value if timed_out else (-code if code < 0 else None),
-        timed_out=timed_out,
-        stdout=streams.out.text(),
-        stderr=streams.err.text(),
-        duration_s=duration,
-        output_truncated=streams.out.truncated or streams.err.truncated,
-    )
+    memory_killed = _after(server, oom_before)
+    return _result(reply, timed_out, streams, duration, memory_killed)
 
 
-def _supervise(proc, pidfd, streams, marker, timeout_s) -> bool:
-    """Pump the pipes until the main process exits (False) or the deadline passes (True)."""
+def _before(server: ForkServer, limits: SandboxLimits) -> int:
+    if server.cgroup is None:
+        return 0
+    server.cgroup.set_limits(limits.memory_mb, limits.max_processes)
+    return server.cgroup.oom_kills()
+
+
+def _after(server: ForkServer, oom_before: int) -> bool:
+    """True if the memory limit killed something; also makes sure nothing of the run is left
+    (with a pid namespace nothing can be: the checks find strays of process mode only)."""
+    if server.slot is not None and server.mode == "process":
+        kill_uid(server.slot.uid)
+    if server.cgroup is None:
+        return False
+    if server.cgroup.kill_members():
+        server.broken = True  # cannot happen with a pid namespace: do not trust this server
+    return server.cgroup.oom_kills() > oom_before
+
+
+def _supervise(server: ForkServer, streams: Streams, marker: Marker | None, timeout_s: float):
+    """Pump the pipes until the server reports the run's end (False) or the deadline passes
+    (True: the run is killed, and the server's report awaited by the caller)."""
     start = time.monotonic()
-    if pidfd is not None:
-        streams.watch_exit(pidfd)
     while True:
         if marker is None:
             deadline = start + timeout_s
@@ -121,26 +91,53 @@ def _supervise(proc, pidfd, streams, marker, timeout_s) -> bool:
             deadline = marker.ready_at + timeout_s
         left = deadline - time.monotonic()
         if left <= 0:
+            server.send({"op": "kill"})
+            _wait_readable(server, streams)
             return True
-        if streams.pump(left if pidfd is not None else min(left, 0.02)):
-            return False
-        if pidfd is None and os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+        if streams.pump(left):
             return False
 
 
-def _kill_run(proc: subprocess.Popen, slot: Slot | None, plan: ChildPlan, forced: bool) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    # After a normal exit in a pid namespace nothing is left: its pid 1 exits only once the
-    # kernel has killed and reaped the rest. After a kill, that happens asynchronously, and
-    # the uid sweep waits for it; without a pid namespace the sweep is what finds strays.
-    if slot and (forced or not plan.unshare_flags & CLONE_NEWPID):
-        kill_uid(slot.uid)
+def _wait_readable(server: ForkServer, streams: Streams) -> None:
+    """After a kill: keep the pipes moving until the server's report arrives."""
+    end = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < end:
+        if streams.pump(end - time.monotonic()):
+            return
+    server.broken = True  # expect() raises on the missing report
 
 
-def _sandbox_env(workdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+def _result(
+    reply: dict, timed_out: bool, streams: Streams, duration: float, memory_killed: bool
+) -> CommandResult:
+    status = reply.get("status")
+    if status is None and memory_killed and reply.get("setup_ok") and not timed_out:
+        status = signal.SIGKILL.value  # the limit's OOM kill took the supervisor: as "SIGKILL"
+    if not timed_out and (status is None or not reply.get("setup_ok")):
+        detail = streams.err.text().strip() or f"supervisor status {reply.get('supervisor_status')}"
+        if SETUP_FAILED in detail:
+            detail = detail[detail.rindex(SETUP_FAILED) :]
+        raise SandboxUnavailable(f"sandbox setup failed in the child: {detail}")
+    if timed_out or status is None:
+        code, sig = None, signal.SIGKILL.value
+    elif os.WIFSIGNALED(status):
+        code, sig = None, os.WTERMSIG(status)
+    else:
+        code, sig = os.WEXITSTATUS(status), None
+    return CommandResult(
+        exit_code=None if timed_out else code,
+        signal=signal.SIGKILL.value if timed_out else sig,
+        timed_out=timed_out,
+        stdout=streams.out.text(),
+        stderr=streams.err.text(),
+        duration_s=duration,
+        output_truncated=streams.out.truncated or streams.err.truncated,
+        memory_killed=memory_killed,
+    )
+
+
+def sandbox_env(workdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The scrubbed environment of a run (and of the fork servers, whose forks inherit it)."""
     env = {
         # The parent's PATH so the InfiBench toolchains resolve; it names folders, not secrets.
         "PATH": os.environ.get("PATH", os.defpath),

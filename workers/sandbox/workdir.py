@@ -1,48 +1,22 @@
-"""The run's working folder: created with its files (owned by the slot uid as root), and
-removed afterwards even if the program took away its own permissions."""
+"""Host work folders, used only where the host gives no mount namespace ("process" mode): the
+fork server names them `reprogrid-sbx-<server pid>-<n>` under the temporary directory, the
+run's supervisor creates and removes them, and `sweep_stale_workdirs` removes those whose
+server is gone (a server killed with its driver). With namespaces the work folder is a tmpfs
+of the run's own mount namespace and leaves nothing on the host.
+
+Standard library only (imported by the fork server, see server.py).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
-import tempfile
-from collections.abc import Mapping
-from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-
-def make_workdir(files: Mapping[str, str | bytes], uid: int | None) -> str:
-    """A fresh folder under the temporary directory holding `files`, owned by `uid` if given.
-    Raises ValueError for a path that is absolute, empty or leaves the folder."""
-    workdir = os.path.realpath(tempfile.mkdtemp(prefix="reprogrid-sbx-"))
-    try:
-        for rel, content in files.items():
-            target = _inside(workdir, rel)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = (
-                content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass")
-            )
-            target.write_bytes(data)
-        if uid is not None:
-            for dirpath, _, filenames in os.walk(workdir):
-                os.lchown(dirpath, uid, uid)
-                for name in filenames:
-                    os.lchown(os.path.join(dirpath, name), uid, uid)
-    except BaseException:
-        remove_tree(workdir)
-        raise
-    return workdir
-
-
-def _inside(workdir: str, rel: str) -> Path:
-    path = Path(rel)
-    if not path.parts or path.is_absolute() or ".." in path.parts:
-        raise ValueError(
-            f"sandbox file paths must be relative and stay inside the folder, got {rel!r}"
-        )
-    return Path(workdir, path)
+_NAME = re.compile(r"reprogrid-sbx-(\d+)-\d+$")
 
 
 def remove_tree(path: str) -> None:
@@ -61,3 +35,30 @@ def remove_tree(path: str) -> None:
         if not os.path.lexists(path):
             return
     logger.warning("could not remove sandbox folder %s", path)
+
+
+def sweep_stale_workdirs(tempdir: str) -> list[str]:
+    """Remove the work folders under `tempdir` whose server process no longer exists; returns
+    what was removed."""
+    removed = []
+    try:
+        names = os.listdir(tempdir)
+    except OSError:
+        return removed
+    for name in names:
+        match = _NAME.match(name)
+        if match and not _alive(int(match.group(1))):
+            path = os.path.join(tempdir, name)
+            remove_tree(path)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -135,6 +135,7 @@ class HumanEvalFix:
                 error_type=r.error_type,
                 error_message=r.error_message,
                 duration_s=r.duration_s,
+                isolation=r.isolation,
             )
             for s, r in zip(samples, results, strict=True)
         ]

@@ -2,9 +2,10 @@
 
 Each executor mirrors one `*_unsafe_executor` of the official `execution_utils.py`: the same
 file name, the same command line (shell commands joined with `;`, so the LAST command's exit
-status decides) and the same timeout, but inside `workers.sandbox.run_command` (a fresh
-temporary directory, scrubbed environment, resource limits, no network) instead of the
-grader's own process or working directory. See docs/infibench.md for the limits and why.
+status decides) and the same timeout, but inside `workers.sandbox.run_command` (a fresh empty
+work folder, a filesystem view of only the system's /usr plus the recipe's toolchain and its
+configuration, scrubbed environment, cgroup limits, no network) instead of the grader's own
+process or working directory. See docs/infibench.md for the limits and why.
 
 | lang | file | command | passes when |
 | --- | --- | --- | --- |
@@ -20,11 +21,12 @@ grader's own process or working directory. See docs/infibench.md for the limits 
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from workers.benchmarks.infibench.programs import PYTHON_HELPER_MODULES, Program
@@ -92,14 +94,20 @@ class ExecOutcome:
     result: str  # "passed", "failed: ...", "time out", in the spirit of the official detail
     duration_s: float
     timed_out: bool = False
+    isolation: str | None = None  # the sandbox's IsolationLevel for the run
 
 
 @dataclass(frozen=True)
 class _Recipe:
     filename: str
     argv: tuple[str, ...]
-    memory_mb: int  # address-space limit; JVM/V8/Go reserve far more than they use
+    memory_mb: int  # the run's memory cgroup (or, without one, each process's address space)
     max_processes: int
+    # What the sandbox's view must add to the system's /usr: the executables the command runs
+    # (resolved on PATH, with their symlinks, e.g. /etc/alternatives/java) and their
+    # configuration folders outside /usr (globs; absent ones are skipped).
+    tools: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
 
 
 def _shell(command: str) -> tuple[str, ...]:
@@ -107,32 +115,76 @@ def _shell(command: str) -> tuple[str, ...]:
 
 
 _RECIPES = {
-    "javascript": _Recipe("test.js", ("node", "test.js"), 16384, 256),
+    "javascript": _Recipe("test.js", ("node", "test.js"), 16384, 256, ("node",)),
     "typescript": _Recipe(
-        "test.ts", _shell("tsc test.ts --outfile test.js; node test.js"), 16384, 256
+        "test.ts",
+        _shell("tsc test.ts --outfile test.js; node test.js"),
+        16384,
+        256,
+        ("tsc", "node"),
     ),
-    "cpp": _Recipe("main.cpp", _shell("g++ main.cpp -o main; ./main"), 8192, 256),
-    "java": _Recipe("Main.java", _shell("javac Main.java; java Main"), 16384, 512),
-    "go": _Recipe("main.go", ("go", "run", "main.go"), 16384, 512),
-    "r": _Recipe("main.r", ("Rscript", "main.r"), 8192, 256),
-    "c#": _Recipe("main.cs", _shell("mcs -out:main.exe main.cs; mono main.exe"), 16384, 256),
+    "cpp": _Recipe("main.cpp", _shell("g++ main.cpp -o main; ./main"), 8192, 256, ("g++",)),
+    "java": _Recipe(
+        "Main.java",
+        _shell("javac Main.java; java Main"),
+        16384,
+        512,
+        ("javac", "java"),
+        ("/etc/java-*",),
+    ),
+    "go": _Recipe("main.go", ("go", "run", "main.go"), 16384, 512, ("go",)),
+    "r": _Recipe("main.r", ("Rscript", "main.r"), 8192, 256, ("Rscript",), ("/etc/R",)),
+    "c#": _Recipe(
+        "main.cs",
+        _shell("mcs -out:main.exe main.cs; mono main.exe"),
+        16384,
+        256,
+        ("mcs", "mono"),
+        ("/etc/mono",),
+    ),
 }
 PYTHON_MEMORY_MB = 16384  # torch (1-3-213/217/231) maps a lot of address space
 PYTHON_MAX_PROCESSES = 256
+# The work folder's tmpfs: room for compiler output and Go's build cache (HOME/.cache).
+DISK_MB = 1024
 
 
 def limits_for(lang: str, timeout_s: float, network: bool = False) -> SandboxLimits:
     """The sandbox limits of one run (documented in docs/infibench.md)."""
     if lang == "python":
         return SandboxLimits(
-            timeout_s=timeout_s + PYTHON_STARTUP_SLACK_S, memory_mb=PYTHON_MEMORY_MB,
-            max_processes=PYTHON_MAX_PROCESSES, network=network,
-        )  # fmt: skip
+            timeout_s=timeout_s + PYTHON_STARTUP_SLACK_S,
+            memory_mb=PYTHON_MEMORY_MB,
+            max_processes=PYTHON_MAX_PROCESSES,
+            network=network,
+            disk_mb=DISK_MB,
+        )
     recipe = _RECIPES[lang]
     return SandboxLimits(
-        timeout_s=timeout_s, memory_mb=recipe.memory_mb, max_processes=recipe.max_processes,
+        timeout_s=timeout_s,
+        memory_mb=recipe.memory_mb,
+        max_processes=recipe.max_processes,
         network=network,
-    )  # fmt: skip
+        disk_mb=DISK_MB,
+    )
+
+
+def toolchain_paths(lang: str, config: ExecutorConfig) -> list[str]:
+    """The host paths an executor's runs see besides the system's /usr (read-only): the
+    interpreter's prefixes for python; the recipe's tools, their configuration folders and
+    NODE_PATH otherwise. Tools that are not installed are left out (the run then fails)."""
+    from workers.sandbox.api import command_paths, python_paths
+
+    if lang == "python":
+        return python_paths(config.python)
+    recipe = _RECIPES[lang]
+    paths = [p for pattern in recipe.config for p in glob.glob(pattern)]
+    for tool in recipe.tools:
+        exe = shutil.which(tool)
+        if exe is not None:
+            paths += command_paths(os.path.abspath(exe))
+    modules = node_modules_dir(config) if lang in ("javascript", "typescript") else None
+    return paths + ([modules] if modules else [])
 
 
 def node_modules_dir(config: ExecutorConfig) -> str | None:
@@ -154,34 +206,36 @@ def _env(lang: str, config: ExecutorConfig) -> dict[str, str]:
 
 
 def run_program(program: Program, config: ExecutorConfig | None = None) -> ExecOutcome:
-    """Run one unit-test program in the sandbox and say whether it passed."""
+    """Run one unit-test program in the sandbox and say whether it passed (and at which
+    IsolationLevel: ExecOutcome.isolation)."""
     from workers.sandbox import run_command  # the only place generated code is run
 
     config = config or ExecutorConfig()
     limits = limits_for(program.lang, program.timeout_s, config.network)
     if program.lang == "python":
-        result = run_command(
-            (config.python, "_infibench_runner.py", repr(program.timeout_s)),
-            {"main.py": program.code, "_infibench_runner.py": PYTHON_RUNNER},
-            limits,
-        )
-        if result.timed_out:
-            return ExecOutcome(False, "time out", result.duration_s, timed_out=True)
-        if result.exit_code == PY_PASSED:
-            return ExecOutcome(True, "passed", result.duration_s)
-        if result.exit_code == PY_TIMED_OUT:
-            return ExecOutcome(False, "timed out", result.duration_s, timed_out=True)
-        if result.exit_code == PY_FAILED:
-            return ExecOutcome(False, _runner_message(result.stderr), result.duration_s)
-        return ExecOutcome(False, _failure(result), result.duration_s)
-    recipe = _RECIPES[program.lang]
-    result = run_command(
-        recipe.argv, {recipe.filename: program.code}, limits, env=_env(program.lang, config)
-    )
+        argv = (config.python, "_infibench_runner.py", repr(program.timeout_s))
+        files = {"main.py": program.code, "_infibench_runner.py": PYTHON_RUNNER}
+        env: dict[str, str] = {}
+    else:
+        recipe = _RECIPES[program.lang]
+        argv, files, env = recipe.argv, {recipe.filename: program.code}, _env(program.lang, config)
+    result = run_command(argv, files, limits, env=env, paths=toolchain_paths(program.lang, config))
+    return replace(_outcome(program.lang, result), isolation=result.isolation)
+
+
+def _outcome(lang: str, result) -> ExecOutcome:
     if result.timed_out:
         return ExecOutcome(False, "time out", result.duration_s, timed_out=True)
-    if result.exit_code == 0:
+    if lang != "python":
+        if result.exit_code == 0:
+            return ExecOutcome(True, "passed", result.duration_s)
+        return ExecOutcome(False, _failure(result), result.duration_s)
+    if result.exit_code == PY_PASSED:
         return ExecOutcome(True, "passed", result.duration_s)
+    if result.exit_code == PY_TIMED_OUT:
+        return ExecOutcome(False, "timed out", result.duration_s, timed_out=True)
+    if result.exit_code == PY_FAILED:
+        return ExecOutcome(False, _runner_message(result.stderr), result.duration_s)
     return ExecOutcome(False, _failure(result), result.duration_s)
 
 
@@ -220,7 +274,7 @@ _PROBES: Mapping[str, tuple[tuple[str, ...], Mapping[str, str]]] = {
     ),  # fmt: skip
     "c#": (_shell("mcs --version && mono --version"), {}),
 }
-PROBE_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=16384, max_processes=512)
+PROBE_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=16384, max_processes=512, disk_mb=DISK_MB)
 
 
 def executor_availability(config: ExecutorConfig | None = None) -> dict[str, bool]:
@@ -246,7 +300,9 @@ def _probe_executors(config: ExecutorConfig) -> tuple[tuple[str, bool], ...]:
         else:
             (argv, files), env = _PROBES[lang], _env(lang, config)
         try:
-            result = run_command(argv, files, PROBE_LIMITS, env=env)
+            result = run_command(
+                argv, files, PROBE_LIMITS, env=env, paths=toolchain_paths(lang, config)
+            )
         except (FileNotFoundError, PermissionError, OSError):
             available[lang] = False
             continue
