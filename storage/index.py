@@ -25,6 +25,8 @@ class SettingState:
     reason: str | None = None  # skip reason or last error
     attempts: int = 0
     error_type: str | None = None  # of the last failure
+    execution_key: str | None = None  # identity of the stored executions (None: older store)
+    execution_json: str | None = None  # its fields (canonical JSON)
 
     @property
     def complete(self) -> bool:
@@ -83,5 +85,7 @@ def build_index(
             reason=row.get("status_reason"),
             attempts=row.get("attempts") or 0,
             error_type=row.get("error_type"),
+            execution_key=row.get("execution_key"),
+            execution_json=row.get("execution_json"),
         )
     return states

@@ -92,6 +92,11 @@ SETTINGS = pa.schema(
         ("seed", pa.int64()),
         ("seed_policy", _dict),
         ("setting_json", _str),  # canonical JSON of the keyed fields
+        # The execution identity of the stored executions (workers/keys.py execution_key) and
+        # its fields: when today's limits or environment give another key, the stored
+        # generations are executed again.
+        _added("execution_key", _str, "2"),
+        _added("execution_json", _str, "2"),
         # provenance, filled when the setting has been generated
         ("hostname", _str),
         ("node_id", _str),
@@ -140,6 +145,7 @@ EXECUTIONS = pa.schema(
         ("error_message", _str),
         ("duration_s", pa.float64()),
         ("details", _str),  # JSON: metric breakdown (InfiBench), null otherwise
+        _added("isolation", _dict, "2"),  # the sandbox's IsolationLevel for this run
     ]
 )
 

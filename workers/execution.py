@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import platform
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -21,6 +22,11 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_ERROR = "SandboxError"
 _MESSAGE_CHARS = 4000
+
+
+def python_identity() -> str:
+    """"CPython 3.11.7": the interpreter the sandbox runs programs in (this process's)."""
+    return f"{platform.python_implementation()} {platform.python_version()}"
 
 
 def dedup_key(job: ExecJob) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
-from workers.spec import BackendName, EngineSpec, Quant, SeedPolicy, SettingSpec
+from workers.spec import BackendName, EngineSpec, Quant, SandboxLimits, SeedPolicy, SettingSpec
 
 # Bump when the derivation changes for every setting (tests/unit/workers/test_keys.py pins keys
 # of fixed settings to literal hashes, so a change here cannot pass unnoticed). A change that
@@ -127,3 +128,37 @@ def sample_seed(key: str, task_id: str, sample_index: int) -> int:
 def call_seed(key: str, task_id: str, call_index: int) -> int:
     """A seed for one generate call that draws several samples (HF num_return_sequences)."""
     return sample_seed(key, task_id, -1 - call_index)
+
+
+# -- the execution identity ----------------------------------------------------------------------
+# A setting key names a generation; the execution key names an outcome: the generation plus
+# everything that can change whether a program passes. Changing only the latter re-executes the
+# stored generations (never regenerates them, never reuses a stale outcome).
+EXECUTION_KEY_VERSION = 1
+
+
+def execution_fields(
+    setting: str, limits: SandboxLimits, environment: Mapping[str, str]
+) -> dict[str, Any]:
+    """The outcome-relevant fields: the setting key, the sandbox limits a program can hit, and
+    the host's environment (isolation level, interpreter, toolchains; see
+    Benchmark.execution_environment). Not keyed: `max_output_bytes` (the stored error text's
+    length) and `require` (it refuses to run instead of changing an outcome)."""
+    return {
+        "v": EXECUTION_KEY_VERSION,
+        "setting": setting,
+        "limits": {
+            "timeout_s": float(limits.timeout_s),
+            "memory_mb": limits.memory_mb,
+            "cpu_s": limits.cpu_s,
+            "file_size_mb": limits.file_size_mb,
+            "max_processes": limits.max_processes,
+            "disk_mb": limits.disk_mb,
+            "network": limits.network,
+        },
+        "environment": dict(environment),
+    }
+
+
+def execution_key(setting: str, limits: SandboxLimits, environment: Mapping[str, str]) -> str:
+    return sha256_hex(canonical_json(execution_fields(setting, limits, environment)))

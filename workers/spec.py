@@ -313,6 +313,15 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
+class ExecutionBatch:
+    """A setting's execution records and the environment they ran in on that host (the
+    isolation level, interpreter and toolchains: part of the execution identity)."""
+
+    records: tuple[ExecutionRecord, ...]
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
 class SampleRecord:
     task_id: str
     sample_index: int

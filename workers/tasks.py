@@ -16,7 +16,7 @@ from workers.benchmarks.base import Benchmark
 from workers.session import EngineSession
 from workers.spec import (
     EngineSpec,
-    ExecutionRecord,
+    ExecutionBatch,
     SampleRecord,
     SandboxLimits,
     SettingFailure,
@@ -77,6 +77,8 @@ def execute_samples(
     samples: Sequence[SampleRecord],
     limits: SandboxLimits,
     workers: int | None,
-) -> list[ExecutionRecord]:
-    """Run a setting's programs in the sandbox on a CPU worker."""
-    return benchmark.execute(samples, limits, workers=workers)
+) -> ExecutionBatch:
+    """Run a setting's programs in the sandbox on a CPU worker; with the environment of this
+    host they ran in (part of the execution identity)."""
+    records = benchmark.execute(samples, limits, workers=workers)
+    return ExecutionBatch(tuple(records), benchmark.execution_environment(limits))

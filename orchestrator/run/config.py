@@ -44,6 +44,7 @@ from workers.spec import (
     DecodingSpec,
     Dtype,
     HfOptions,
+    IsolationLevel,
     LengthSemantics,
     ModelSpec,
     Quant,
@@ -307,6 +308,8 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
             timeout_s=option(cfg, "execution.timeout_s"),
             memory_mb=option(cfg, "execution.memory_mb"),
             max_processes=option(cfg, "execution.max_processes"),
+            disk_mb=option(cfg, "execution.disk_mb"),
+            require=_isolation(cfg.execution.require),
         ),
         exec_workers=option(cfg, "execution.workers"),
         cluster=_cluster_spec(cfg),
@@ -350,6 +353,10 @@ def _models(cfg: DictConfig, plain: Sequence[str], names: Sequence[str] | None):
     if "model" not in cfg or cfg.model is None:
         return ()
     return (model_spec(cfg.model),)
+
+
+def _isolation(value: Any) -> IsolationLevel | None:
+    return None if value is None else parse_choice(IsolationLevel, "execution.require", value)
 
 
 def _choice(cfg: DictConfig, key: str, choices: Sequence[str]) -> str:

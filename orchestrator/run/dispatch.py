@@ -224,12 +224,12 @@ class Dispatcher:
     def _on_executed(self, ref: Any) -> None:
         item = self._exec.pop(ref)
         try:
-            records = ray.get(ref)
+            batch = ray.get(ref)
         except RayError as e:
             error_type, message = _describe(e)
             self._fail(item, error_type, message, generating=False)
             return
-        score = self.writer.executed(item.key, item.setting, records)
+        score = self.writer.executed(item.key, item.setting, batch)
         self.summary.executed += 1
         self.summary.scores[item.key] = score["value"]
         self.progress.finished(label(item), score["value"])

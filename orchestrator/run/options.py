@@ -80,6 +80,7 @@ OPTION_NUMBERS: dict[str, Range] = {
         why="programs need that much address space to import the harness's header",
     ),
     "execution.max_processes": Range(int, 1, 65_536),
+    "execution.disk_mb": Range(int, 1, 1 << 20),
     "execution.workers": Range(int, 1, 4096, nullable=True),
     "cluster.num_cpus": Range(int, 1, nullable=True),
     "cluster.num_gpus": Range(int, 0, nullable=True),

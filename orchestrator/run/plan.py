@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -29,6 +30,29 @@ INFRASTRUCTURE_ERRORS = frozenset({
     "NodeDiedError", "OwnerDiedError", "ObjectLostError", "ObjectReconstructionFailedError",
     "LocalRayletDiedError", "RaySystemError",
 })  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExecutionIdentity:
+    """The execution identity a run would give a setting (workers/keys.py execution_key)."""
+
+    key: str
+    fields_json: str  # canonical JSON of execution_fields
+
+
+def execution_change(stored_json: str | None, expected: ExecutionIdentity | None) -> str:
+    """Why stored executions are not reused: which fields changed (the reason in `plan`)."""
+    if stored_json is None or expected is None:
+        return "executions predate execution identities: executed again"
+    stored, wanted = json.loads(stored_json), json.loads(expected.fields_json)
+    changed = []
+    for part in ("limits", "environment"):
+        old, new = stored.get(part, {}), wanted.get(part, {})
+        for name in sorted(set(old) | set(new)):
+            if old.get(name) != new.get(name):
+                changed.append(f"{part[:-1] if part == 'limits' else part}.{name} "
+                               f"{old.get(name)!r} -> {new.get(name)!r}")  # fmt: skip
+    return "execution identity changed (" + ("; ".join(changed) or "version") + "): executed again"
 
 
 @dataclass(frozen=True)
@@ -72,12 +96,23 @@ def plan_settings(
     cells: Sequence[Cell],
     index: Mapping[str, SettingState],
     retry_failed: bool = False,
+    execution: Mapping[str, ExecutionIdentity] | None = None,
 ) -> Plan:
+    """What to do with each cell. `execution`: the execution identity this run would give each
+    setting; a complete setting whose stored executions have another one (or none: an older
+    store) is executed again from its stored generations. None: not checked (tests of the
+    rest of the plan)."""
     planned = []
     for cell in cells:
         state = index.get(cell.key)
+        expected = execution.get(cell.key) if execution is not None else None
         if cell.skipped:
             planned.append(PlannedSetting(cell.key, cell.setting, Action.SKIP, cell.skip_reason))
+        elif state is not None and state.complete and execution is not None and (
+            expected is None or state.execution_key != expected.key
+        ):
+            why = execution_change(state.execution_json, expected)
+            planned.append(PlannedSetting(cell.key, cell.setting, Action.EXECUTE, why))
         elif state is not None and state.complete:
             planned.append(PlannedSetting(cell.key, cell.setting, Action.DONE))
         elif (

@@ -177,6 +177,7 @@ def execution_rows(key: str, records: Sequence[ExecutionRecord]) -> list[dict[st
             "error_message": r.error_message,
             "duration_s": r.duration_s,
             "details": r.details,
+            "isolation": r.isolation,
         }
         for r in records
     ]

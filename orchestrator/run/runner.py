@@ -15,7 +15,7 @@ from typing import TextIO
 from orchestrator.errors import ConfigError
 from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig, available
 from orchestrator.run.grid import Cell, Environment, expand_grid
-from orchestrator.run.plan import Action, Plan, plan_settings
+from orchestrator.run.plan import Action, ExecutionIdentity, Plan, plan_settings
 from orchestrator.run.progress import Progress
 from orchestrator.run.provenance import (
     git_revision,
@@ -30,6 +30,7 @@ from storage.store import Store
 from storage.upgrade import upgrade_shards
 from workers.benchmarks.base import Benchmark, BenchmarkDataError
 from workers.benchmarks.registry import get_benchmark
+from workers.keys import canonical_json, execution_fields, execution_key
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,22 @@ class PreparedGrid:
     def n_problems(self) -> int:
         """Problems each setting covers (the benchmark's, cut by `benchmark.limit`)."""
         return len(self.benchmark.problem_ids()[: self.config.benchmark.limit])
+
+    def execution_identities(self) -> dict[str, ExecutionIdentity]:
+        """The execution identity this run gives each runnable cell: the run's sandbox limits
+        and this host's environment (isolation level, interpreter, toolchains). On a remote
+        cluster the workers report their own environment; a different one is recorded as such
+        and the next run executes again (a stale outcome is never reused)."""
+        limits = self.config.limits
+        environment = self.benchmark.execution_environment(limits)
+        return {
+            c.key: ExecutionIdentity(
+                execution_key(c.key, limits, environment),
+                canonical_json(execution_fields(c.key, limits, environment)),
+            )
+            for c in self.cells
+            if not c.skipped
+        }
 
 
 @dataclass(frozen=True)
@@ -154,7 +171,8 @@ def make_plan(
     """The grid minus what the store holds. `quarantine` (the writer, holding the lock) first
     moves damaged or foreign files aside, so their settings are redone and every table reads."""
     index = build_index(store, quarantine=quarantine)
-    return plan_settings(prepared.cells, index, retry_failed=retry_failed)
+    identities = prepared.execution_identities()
+    return plan_settings(prepared.cells, index, retry_failed=retry_failed, execution=identities)
 
 
 def _run_row(
@@ -209,7 +227,7 @@ def run_grid(
                                                    started_at=started_at)])  # fmt: skip
         writer = StoreWriter(
             store, run_id, library_versions_json(),
-            benchmarks={config.benchmark.name: prepared.benchmark},
+            benchmarks={config.benchmark.name: prepared.benchmark}, limits=config.limits,
         )  # fmt: skip
         for item in plan.by_action(Action.SKIP):
             writer.skipped(item.key, item.setting, item.reason or "")

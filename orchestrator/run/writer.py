@@ -8,7 +8,7 @@ is either reused on resume (generations) or rewritten (executions, scores).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +25,14 @@ from storage.schema import SettingStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
 from workers.benchmarks.registry import get_benchmark
-from workers.spec import ExecutionRecord, SampleRecord, SettingGenerations, SettingSpec
+from workers.keys import canonical_json, execution_fields, execution_key
+from workers.spec import (
+    ExecutionBatch,
+    SampleRecord,
+    SandboxLimits,
+    SettingGenerations,
+    SettingSpec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +55,11 @@ class StoreWriter:
         run_id: str,
         library_versions: str,
         benchmarks: Mapping[str, Benchmark],
+        limits: SandboxLimits,
         clock: Callable[[], datetime] = utc_now,
     ):
         self.store = store
+        self.limits = limits  # the run's sandbox limits (part of each execution identity)
         # Loaded benchmarks by name: the facts of every settings row (problems, template kind)
         # and `summarize`, which may replace the pass@1 headline.
         self.benchmarks = dict(benchmarks)
@@ -59,6 +68,7 @@ class StoreWriter:
         self.clock = clock
         self._attempts: dict[str, int] = {}
         self._provenance: dict[str, dict[str, Any]] = {}
+        self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
         self.n_generated = 0
         self.n_executed = 0
 
@@ -79,7 +89,7 @@ class StoreWriter:
             key, setting, status,
             now=self.clock(), run_id=self.run_id, facts=self._facts(setting), reason=reason,
             error_type=error_type, attempts=self._attempts.get(key, 0),
-            provenance=self._provenance.get(key),
+            provenance={**self._provenance.get(key, {}), **self._execution.get(key, {})},
         )  # fmt: skip
         self.store.write_rows("settings", key, [row])
 
@@ -125,11 +135,15 @@ class StoreWriter:
             raise FileNotFoundError(f"generations of setting {key} are missing")
         return samples_from_rows(table.to_pylist())
 
-    def executed(
-        self, key: str, setting: SettingSpec, records: Sequence[ExecutionRecord]
-    ) -> dict[str, Any]:
-        """Write executions and the score; mark complete. Returns the score row."""
-        exec_rows = execution_rows(key, records)
+    def executed(self, key: str, setting: SettingSpec, batch: ExecutionBatch) -> dict[str, Any]:
+        """Write executions and the score; mark complete with the execution identity of the
+        environment they ran in. Returns the score row."""
+        exec_rows = execution_rows(key, batch.records)
+        fields = execution_fields(key, self.limits, batch.environment)
+        self._execution[key] = {
+            "execution_key": execution_key(key, self.limits, batch.environment),
+            "execution_json": canonical_json(fields),
+        }
         self.store.write_rows("executions", key, exec_rows)
         generations = self.store.read_shard("generations", key)
         gen_rows = generations.to_pylist() if generations is not None else []

@@ -17,13 +17,16 @@ def doctor_report() -> dict[str, Any]:
         "bitsandbytes": importlib.util.find_spec("bitsandbytes") is not None,
     }
     gpu = {"nvidia-smi": shutil.which("nvidia-smi") is not None}
-    from workers.sandbox import sandbox_capabilities
+    from workers.sandbox import sandbox_capabilities, sandbox_isolation
 
+    isolation = sandbox_isolation()
     report: dict[str, Any] = {
         "versions": versions,
         "backends": backends,
         "gpu": gpu,
         "sandbox": sandbox_capabilities(),
+        # the level executions get here (recorded per execution; docs/sandbox.md) and why
+        "isolation": {"level": isolation.level.value, **isolation.facts},
     }
     try:
         from workers.benchmarks.infibench.executors import executor_availability
@@ -41,7 +44,13 @@ def render_doctor(data: dict[str, Any]) -> str:
     lines = ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(data["versions"].items()))]
     lines.append("backends: " + ", ".join(f"{k} {yes(v)}" for k, v in data["backends"].items()))
     lines.append("gpu: " + ", ".join(f"{k} {yes(v)}" for k, v in data["gpu"].items()))
-    lines.append("sandbox: " + ", ".join(f"{k} {yes(v)}" for k, v in data["sandbox"].items()))
+    lines.append("sandbox: " + ", ".join(f"{k} {yes(v)}" for k, v in data["sandbox"].items()
+                                         if isinstance(v, bool)))  # fmt: skip
+    iso = data["isolation"]
+    missing = ", ".join(iso.get("missing") or []) or "nothing"
+    lines.append(f"isolation: {iso['level']} (missing: {missing}); "
+                 f"memory: {iso.get('memory_limit')}; network: {iso.get('network')}; "
+                 f"{iso.get('tool')}")  # fmt: skip
     ex = data.get("infibench_executors")
     if ex is not None:
         lines.append("infibench executors: " + ", ".join(f"{k} {yes(v)}" for k, v in ex.items()))

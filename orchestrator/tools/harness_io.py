@@ -32,6 +32,7 @@ from orchestrator.run.options import choice_error
 from storage.schema import RunStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
+from workers.spec import ExecutionBatch
 
 logger = logging.getLogger(__name__)
 
@@ -221,11 +222,14 @@ def import_generations(
     run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     versions = library_versions_json()
     with store.writer_lock(wait_s=wait_lock_s):
-        writer = StoreWriter(store, run_id, versions, benchmarks={loaded.name: loaded})
+        writer = StoreWriter(
+            store, run_id, versions, benchmarks={loaded.name: loaded}, limits=config.limits
+        )
         writer.started(cell.key, cell.setting)
         gens = _generations(cell.key, cell.setting, samples, time.monotonic() - started, file_sha)
         writer.generated(cell.key, cell.setting, gens)
-        score = writer.executed(cell.key, cell.setting, records)
+        batch = ExecutionBatch(tuple(records), loaded.execution_environment(config.limits))
+        score = writer.executed(cell.key, cell.setting, batch)
         store.write_rows("runs", run_id, [_run_row(run_id, config, cell.key, file_sha, versions)])
     logger.info(
         "imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], score["pass_at_1"]

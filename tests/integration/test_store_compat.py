@@ -33,7 +33,9 @@ def copy_store(tmp_path: Path) -> tuple[Path, Path]:
     return store, replay
 
 
-def test_an_old_store_plans_every_setting_as_done(env, capsys, tmp_path):
+def test_an_old_store_plans_its_generations_as_done(env, capsys, tmp_path):
+    """Every key is today's key: nothing is generated again. The old executions carry no
+    execution identity, so they are executed again (docs/store.md, "Two identities")."""
     store, replay = copy_store(tmp_path)
     stored = {p.stem for p in (store / "settings").glob("*.parquet")}
     planned = set()
@@ -41,40 +43,49 @@ def test_an_old_store_plans_every_setting_as_done(env, capsys, tmp_path):
         args = ["plan", "--json", *COMMON, *grid, f"replay_path={replay}", f"store={store}"]
         assert main(args) == 0
         data = json.loads(capsys.readouterr().out)
-        assert data["counts"]["done"] == data["n_settings"], data["counts"]
-        planned |= {s["setting_key"] for e in data["engines"] for s in e["settings"]}
+        settings = [s for e in data["engines"] for s in e["settings"]]
+        assert {s["action"] for s in settings} == {"execute"}, data["counts"]
+        assert all("predate execution identities" in s["reason"] for s in settings)
+        planned |= {s["setting_key"] for s in settings}
     assert planned == stored and len(stored) == 3
 
 
-def test_an_old_store_runs_nothing_again_and_keeps_its_scores(env, capsys, tmp_path):
+def test_an_old_store_generates_nothing_again_and_keeps_its_scores(env, capsys, tmp_path):
     store, replay = copy_store(tmp_path)
-    before = {p.name: p.read_bytes() for p in (store / "scores").glob("*.parquet")}
+    before = sorted(round(r["pass_at_1"], 4) for r in pq.read_table(store / "scores").to_pylist())
+    generations = {p.name: p.read_bytes() for p in (store / "generations").glob("*.parquet")}
     args = ["run", "--json", *COMMON, *GRIDS[0], f"replay_path={replay}", f"store={store}"]
     assert main(args) == 0
     outcome = json.loads(capsys.readouterr().out)
-    assert (outcome["generated"], outcome["executed"], outcome["engine_loads"]) == (0, 0, 0)
-    assert {p.name: p.read_bytes() for p in (store / "scores").glob("*.parquet")} == before
+    assert (outcome["generated"], outcome["executed"], outcome["engine_loads"]) == (0, 2, 0)
+    assert {p.name: p.read_bytes() for p in (store / "generations").glob("*.parquet")} == (
+        generations
+    )
     scores = pq.read_table(store / "scores").to_pylist()
-    assert sorted(round(r["pass_at_1"], 4) for r in scores) == [0.1667, 0.3333, 0.3333]
+    assert sorted(round(r["pass_at_1"], 4) for r in scores) == before == [0.1667, 0.3333, 0.3333]
+    assert main(args) == 0  # now with an execution identity: nothing to do
+    again = json.loads(capsys.readouterr().out)
+    assert (again["generated"], again["executed"]) == (0, 0)
 
 
-def test_a_run_upgrades_old_shards_to_todays_columns(env, capsys, tmp_path):
-    """Shards of the old schema lack the run-time facts: they read (as null) and verify, and
-    the next writer rewrites them with every column so engines reading the folder see one
-    schema; their rows are unchanged."""
+def test_old_shards_are_upgraded_to_todays_columns(env, capsys, tmp_path):
+    """Shards of the old schema lack the run-time facts and the execution identity: they read
+    (as null) and verify; the writer rewrites them with every column (same rows), so engines
+    reading the folder see one schema."""
     from storage.schema import TABLES
+    from storage.store import Store
+    from storage.upgrade import upgrade_shards
 
     store, replay = copy_store(tmp_path)
-    old = pq.read_table(store / "settings").to_pylist()
     assert main(["verify", "--store", str(store)]) == 0
     capsys.readouterr()
-    args = ["run", "--json", *COMMON, *GRIDS[0], f"replay_path={replay}", f"store={store}"]
-    assert main(args) == 0
-    capsys.readouterr()
-    for path in (store / "settings").glob("*.parquet"):
-        assert pq.read_schema(path).names == TABLES["settings"].names
-    new = {r["setting_key"]: r for r in pq.read_table(store / "settings").to_pylist()}
-    for row in old:
-        kept = {k: v for k, v in new[row["setting_key"]].items() if k in row}
-        assert kept == {k: v for k, v in row.items() if k in kept}
-        assert new[row["setting_key"]]["template_kind"] is None  # not known for old rows
+    old = {t: pq.read_table(store / t).to_pylist() for t in TABLES}
+    handle = Store(str(store))
+    with handle.writer_lock():
+        assert upgrade_shards(handle) == 6  # 3 settings + 3 executions shards
+    for table, rows in old.items():
+        for path in (store / table).glob("*.parquet"):
+            assert pq.read_schema(path).names == TABLES[table].names
+        new = pq.read_table(store / table).to_pylist()
+        assert [{k: r[k] for k in o} for r, o in zip(new, rows, strict=True)] == rows
+    assert main(["verify", "--store", str(store)]) == 0

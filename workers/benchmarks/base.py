@@ -107,6 +107,12 @@ class Benchmark(Protocol):
         """The setting's headline from its stored execution rows; None: pass@k over problems."""
         ...
 
+    def execution_environment(self, limits: SandboxLimits) -> dict[str, str]:
+        """What on this host, besides a program and `limits`, can change its outcome: the
+        sandbox's isolation level, the interpreter, the toolchains. Part of the execution
+        identity (workers/keys.py): when it changes, stored generations are executed again."""
+        ...
+
 
 @runtime_checkable
 class BenchmarkDefinition(Protocol):

@@ -60,6 +60,14 @@ class HumanEvalFix:
         """None: the headline is the harness's pass@k over problems."""
         return None
 
+    def execution_environment(self, limits: SandboxLimits) -> dict[str, str]:
+        """The sandbox's level for `limits` on this host, and the interpreter the programs run
+        in (this process's: the sandbox runs sys.executable)."""
+        from workers.execution import python_identity
+        from workers.sandbox import sandbox_isolation
+
+        return {"isolation": sandbox_isolation(limits).level.value, "python": python_identity()}
+
     def problems(self, limit: int | None) -> tuple[Problem, ...]:
         return self.problem_set.problems[:limit] if limit else self.problem_set.problems
 

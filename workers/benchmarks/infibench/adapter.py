@@ -104,10 +104,27 @@ class InfiBench:
         self, samples: Sequence[SampleRecord], limits: SandboxLimits, workers: int | None = None
     ) -> list[ExecutionRecord]:
         """Grade every response like the official grader (unit tests through the sandbox)."""
+        from workers.sandbox import sandbox_isolation
+
         full = {c.case_path: c.full_score for c in self.suite.cases}
         rows = [ResponseInput(s.task_id, s.sample_index, s.program) for s in samples]
         scores = score_responses(self.suite, rows, workers=workers or 2)
-        return [execution_record(score, full[score.case_path]) for score in scores]
+        level = sandbox_isolation(limits).level.value
+        return [execution_record(score, full[score.case_path], level) for score in scores]
+
+    def execution_environment(self, limits: SandboxLimits) -> dict[str, str]:
+        """The sandbox's level, the interpreter, and which unit-test toolchains this host has
+        (a missing one turns a question into toolchain-missing)."""
+        from workers.benchmarks.infibench.executors import executor_availability
+        from workers.execution import python_identity
+        from workers.sandbox import sandbox_isolation
+
+        available = sorted(lang for lang, ok in executor_availability().items() if ok)
+        return {
+            "isolation": sandbox_isolation(limits).level.value,
+            "python": python_identity(),
+            "executors": ",".join(available),
+        }
 
     def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary:
         """best@10 (official avg_max_10) and breakdowns from stored execution rows, over the
@@ -138,7 +155,10 @@ class InfiBench:
         )  # fmt: skip
 
 
-def execution_record(score: ResponseScore, full_score: float) -> ExecutionRecord:
+def execution_record(
+    score: ResponseScore, full_score: float, isolation: str | None = None
+) -> ExecutionRecord:
+    """`isolation`: the sandbox's level, recorded for responses whose unit tests ran in it."""
     if score.status is ResponseStatus.TOOLCHAIN_MISSING:
         outcome, error_type = Outcome.TOOLCHAIN_MISSING, "ToolchainMissing"
     elif score.status is ResponseStatus.ERROR:
@@ -165,6 +185,7 @@ def execution_record(score: ResponseScore, full_score: float) -> ExecutionRecord
         error_message=score.error,
         duration_s=0.0,
         details=json.dumps(details, sort_keys=True, ensure_ascii=False, default=str),
+        isolation=isolation if any(m.metric == "unit_test" for m in score.metrics) else None,
     )
 
 

@@ -98,17 +98,18 @@ def test_the_report_is_the_same_after_the_models_yaml_is_edited_or_deleted(
     from orchestrator.run.writer import StoreWriter
     from tests.unit.orchestrator.run.test_plan import generated
     from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
-    from workers.spec import ExecutionRecord, Outcome
+    from workers.spec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
 
     store = Store(str(tmp_path / "store"))
     config = load_run_config(["model=tiny", "template=own,instruct", "benchmark.limit=2"])
-    writer = StoreWriter(store, "r1", "{}", {"humanevalfix": HumanEvalFix(problem_set)})
+    benchmarks = {"humanevalfix": HumanEvalFix(problem_set)}
+    writer = StoreWriter(store, "r1", "{}", benchmarks, limits=SandboxLimits())
     for cell in expand_grid(config, problem_set.sha256, Environment()):
         writer.started(cell.key, cell.setting)
         writer.generated(cell.key, cell.setting, generated(cell.key, n=2))
-        records = [ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED, 1.0, None, None, 0.1)
-                   for i in range(2)]  # fmt: skip
-        writer.executed(cell.key, cell.setting, records)
+        records = tuple(ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED, 1.0, None, None, 0.1)
+                        for i in range(2))  # fmt: skip
+        writer.executed(cell.key, cell.setting, ExecutionBatch(records, {"python": "x"}))
     before = _report_json(store.uri, tmp_path / "r0", capsys)
     sweeps = tmp_path / "sweeps"
     shutil.copytree(SWEEPS, sweeps)

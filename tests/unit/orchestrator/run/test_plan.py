@@ -14,9 +14,11 @@ from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.spec import (
     BackendName,
     EngineInfo,
+    ExecutionBatch,
     ExecutionRecord,
     Outcome,
     SampleRecord,
+    SandboxLimits,
     SettingGenerations,
     WorkerInfo,
 )  # fmt: skip
@@ -31,8 +33,11 @@ def generated(key: str, n: int = 3) -> SettingGenerations:
     return SettingGenerations(key, samples, INFO, WorkerInfo("h", "node", 1), 1.5, 0.5, 1.0, 2.0)
 
 
-def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
-    return [
+ENVIRONMENT = {"isolation": "full", "python": "CPython 3.11.7"}
+
+
+def executed(n: int = 3, passed: int = 2) -> ExecutionBatch:
+    return ExecutionBatch(tuple(
         ExecutionRecord(
             f"Python/{i}",
             0,
@@ -43,13 +48,14 @@ def executed(n: int = 3, passed: int = 2) -> list[ExecutionRecord]:
             0.1,
         )  # fmt: skip
         for i in range(n)
-    ]
+    ), ENVIRONMENT)
 
 
 @pytest.fixture
 def writer_for(problem_set):
     def make(store: Store, run_id: str, versions: str = "{}") -> StoreWriter:
-        return StoreWriter(store, run_id, versions, {"humanevalfix": HumanEvalFix(problem_set)})
+        benchmarks = {"humanevalfix": HumanEvalFix(problem_set)}
+        return StoreWriter(store, run_id, versions, benchmarks, limits=SandboxLimits())
 
     return make
 

@@ -68,6 +68,9 @@ class Toy:
     def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary | None:
         return None
 
+    def execution_environment(self, limits: SandboxLimits) -> dict[str, str]:
+        return {}  # nothing runs: the answer is compared as text
+
 
 @dataclass(frozen=True)
 class ToyDefinition:
