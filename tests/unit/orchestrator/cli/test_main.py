@@ -138,3 +138,23 @@ def test_doctor_lists_backends_sandbox_and_executors(capsys):
     assert data["backends"]["hf"] is True
     assert "network_namespace" in data["sandbox"]
     assert set(data["infibench_executors"]) >= {"python", "javascript", "cpp", "java", "go", "r"}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["plan", "experiment=paper-table"], "Did you mean: paper-table2?"),
+        (["plan", "model=tiny", "modle=tiny"], "Did you mean: model?"),
+        (["plan", "model=tiny", "+modle=tiny"], "Did you mean: model?"),
+        (["plan", "model=tinyy"], "Did you mean: tiny?"),
+        (["plan", "model=tiny", "benchmark.limit=abc"], "benchmark.limit must be an integer"),
+        (["plan"], "no model: pass model=NAME"),
+        (["run", "model=tiny", "execution.memory_mb=0"], "execution.memory_mb must be"),
+        (["run", "model=tiny", "execution.timeout_s=-1"], "execution.timeout_s must be"),
+        (["run", "model=tiny", "benchmark.limit=-5"], "benchmark.limit must be"),
+    ],
+)
+def test_typos_and_bad_values_exit_2_before_anything_runs(env, capsys, tmp_path, args, needle):
+    code, _, err = run_cli([*args, f"store={tmp_path / 'store'}"], capsys)
+    assert code == 2 and needle in err
+    assert not (tmp_path / "store").exists()  # nothing was started or written
