@@ -56,7 +56,7 @@ def _session_run(session, items) -> tuple[float, list]:
     if reset is not None:
         reset()
     started = time.perf_counter()
-    results = session.run(items)
+    results = session.run_settings(items)
     wall = time.perf_counter() - started
     failed = [r for r in results if not hasattr(r, "samples")]
     if failed:

@@ -30,7 +30,7 @@ def naive_one(spec_file: str) -> None:
     with open(spec_file, "rb") as fh:
         key, setting, adapter, limits = pickle.load(fh)
     session = EngineSession(setting.engine, {setting.benchmark.name: adapter})
-    (result,) = session.run([(key, setting)])
+    (result,) = session.run_settings([(key, setting)])
     adapter.execute(result.samples, limits)
 
 

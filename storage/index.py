@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from storage.integrity import is_shard_key, setting_key_of
 from storage.schema import SettingStatus
 from storage.store import Store
-from storage.verify import RESULT_TABLES, quarantine_damaged, scan_table, trusted_settings
+from storage.verify import (
+    RESULT_TABLES,
+    quarantine_damaged,
+    scan_table,
+    trusted_rows,
+    trusted_settings,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +33,13 @@ class SettingState:
     error_type: str | None = None  # of the last failure
     execution_key: str | None = None  # identity of the stored executions (None: older store)
     execution_json: str | None = None  # its fields (canonical JSON)
+    generated_samples: int = 0  # generations stored (in one shard or in chunks)
+    total_samples: int | None = None  # problems x samples (None: not recorded, older store)
+
+    @property
+    def partially_generated(self) -> bool:
+        """Some generations are stored, not all (a run stopped between chunks)."""
+        return self.total_samples is not None and 0 < self.generated_samples < self.total_samples
 
     @property
     def complete(self) -> bool:
@@ -55,6 +68,7 @@ def build_index(
     A settings row without a key or with an unknown status is ignored (logged): its setting
     counts as pending; so does a setting whose settings shard fails its checks."""
     present: dict[str, set[str]] = {}
+    generated: dict[str, int] = {}
     for table in RESULT_TABLES:
         if not validate and not quarantine:
             present[table] = {setting_key_of(k) for k in store.shards(table) if is_shard_key(k)}
@@ -63,6 +77,8 @@ def build_index(
         if quarantine:
             quarantine_damaged(store, checks)
         present[table] = trusted_settings(checks)
+        if table == "generations":
+            generated = trusted_rows(checks)
     if quarantine:
         for table in ("settings", "runs"):
             quarantine_damaged(store, scan_table(store, table))
@@ -76,10 +92,15 @@ def build_index(
             continue
         if not key:
             continue
+        total = _total_samples(row)
+        rows = generated.get(key, 0)
+        # Generations committed in chunks are complete when every sample is there; a store
+        # written before chunks recorded no total: its one shard is the whole setting.
+        whole = key in present["generations"] and (total is None or rows >= total or not validate)
         states[key] = SettingState(
             key=key,
             status=status,
-            has_generations=key in present["generations"],
+            has_generations=whole,
             has_executions=key in present["executions"],
             has_scores=key in present["scores"],
             reason=row.get("status_reason"),
@@ -87,5 +108,14 @@ def build_index(
             error_type=row.get("error_type"),
             execution_key=row.get("execution_key"),
             execution_json=row.get("execution_json"),
+            generated_samples=rows,
+            total_samples=total,
         )
     return states
+
+
+def _total_samples(row: dict) -> int | None:
+    n_problems, n_samples = row.get("n_problems"), row.get("n_samples")
+    if n_problems is None or n_samples is None:
+        return None
+    return int(n_problems) * int(n_samples)

@@ -29,6 +29,7 @@ class RunStatus(StrEnum):
     RUNNING = "running"  # its process holds the writer lock (or died: shown as interrupted)
     FINISHED = "finished"  # it ran to the end (its grid may still hold failed settings)
     INTERRUPTED = "interrupted"  # stopped by a signal, or found dead by the next writer
+    FAILED = "failed"  # the run itself could not go on (e.g. the cluster was unreachable)
 
 
 _str = pa.string()
@@ -130,6 +131,10 @@ GENERATIONS = pa.schema(
         ("output_token_ids", pa.list_(pa.int32())),
         ("decode_mismatch", pa.bool_()),  # harness slice misaligned (see workers/spec.py)
         ("seed", pa.int64()),  # per-sample seed, null under the harness's global seed
+        # The harness's global random stream after this sample: set on the last row of each
+        # committed chunk of a setting that draws from it, so a resumed run continues the
+        # stream exactly (workers/backends: JSON of the RNG states; null otherwise).
+        _added("stream_state", pa.binary(), "2"),
     ]
 )
 

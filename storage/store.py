@@ -37,7 +37,14 @@ import pyarrow.fs as pafs
 
 from storage import lock
 from storage.errors import NotLockHolder, SchemaMismatch, StoreError, StoreLocked, UnknownTable
-from storage.integrity import ShardDamaged, ShardVerdict, inspect, is_shard_key, seal
+from storage.integrity import (
+    ShardDamaged,
+    ShardVerdict,
+    inspect,
+    is_shard_key,
+    seal,
+    setting_key_of,
+)
 from storage.lock import LOCK_OBJECT
 from storage.schema import SCHEMA_VERSION, TABLES
 
@@ -298,10 +305,16 @@ class Store:
             return None
 
     def read_table(self, table: str, keys: Sequence[str] | None = None) -> pa.Table:
-        """All readable shards of a table (optionally only `keys`), in key order. A listed shard
-        that is gone, unreadable or damaged by the time it is read is left out."""
+        """All readable shards of a table (optionally only those of `keys`: a setting's chunk
+        shards `<key>~<chunk>` belong to its key), in shard-key order (a setting's whole shard,
+        then its chunks in order). A listed shard that is gone, unreadable or damaged by the time
+        it is read is left out."""
         available = self.shards(table)
-        wanted = sorted(available if keys is None else set(keys) & set(available))
+        if keys is None:
+            wanted = sorted(available)
+        else:
+            keyset = set(keys)
+            wanted = sorted(k for k in available if setting_key_of(k) in keyset)
         parts = [
             t for t in self.map_items(lambda k: self.read_shard(table, k), wanted) if t is not None
         ]

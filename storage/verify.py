@@ -46,6 +46,7 @@ class FileCheck:
     problem: ProblemKind | None = None
     detail: str = ""
     gone: bool = False  # listed, but deleted before it was read (a lagging listing)
+    num_rows: int = 0  # rows of a shard that passed (its footer's count)
 
     @property
     def ok(self) -> bool:
@@ -179,7 +180,7 @@ def check_file(store: Store, file: StoredFile, decode: bool = False) -> FileChec
         if found != [expected]:
             detail = f"rows of {sorted(map(str, found))[:3]}"
             return replace(check, problem=ProblemKind.KEY_MISMATCH, detail=detail)
-    return replace(check, trust=verdict.trust)
+    return replace(check, trust=verdict.trust, num_rows=verdict.num_rows)
 
 
 def scan_table(store: Store, table: str, decode: bool = False) -> tuple[FileCheck, ...]:
@@ -194,6 +195,18 @@ def trusted_settings(checks: Iterable[FileCheck]) -> set[str]:
     good = {c.setting_key for c in checks if c.ok and c.setting_key}
     bad = {c.setting_key for c in checks if c.problem is not None and c.setting_key}
     return good - bad
+
+
+def trusted_rows(checks: Iterable[FileCheck]) -> dict[str, int]:
+    """Rows per setting over its shards that passed, for settings none of whose shards failed
+    (a setting whose results are committed in chunks has several shards)."""
+    checks = list(checks)
+    trusted = trusted_settings(checks)
+    rows: dict[str, int] = {}
+    for c in checks:
+        if c.ok and c.setting_key in trusted:
+            rows[c.setting_key] = rows.get(c.setting_key, 0) + c.num_rows
+    return rows
 
 
 def quarantine_damaged(store: Store, checks: Iterable[FileCheck]) -> tuple[Quarantined, ...]:

@@ -355,6 +355,27 @@ class SettingGenerations:
     engine_load_s: float | None
     started_at: float = 0.0  # epoch seconds (worker clock): when this setting's generation began
     finished_at: float = 0.0
+    chunk: int | None = None  # the chunk these samples are (None: the whole setting at once)
+    # The global random stream after the chunk, for a setting that draws from it (harness
+    # seeding with sampling): the next chunk continues from it, in this process or a resumed one.
+    stream_state: bytes | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    """Part of a setting to generate: some of its problems, in benchmark order. Chunks are the
+    unit of commit: the driver stores each as it comes back, so a killed run loses at most the
+    chunks in flight."""
+
+    setting_key: str
+    setting: SettingSpec
+    chunk: int  # index of the chunk (its shard is `<setting_key>~<chunk>`)
+    task_ids: tuple[str, ...]  # the problems, in benchmark order
+    # Harness seeding with sampling: the setting's first chunk seeds the global stream; a later
+    # one continues from the stream state the previous chunk returned (None: this process
+    # continues its own stream, the previous chunk having run here).
+    first: bool = True
+    stream_state: bytes | None = None
 
 
 @dataclass(frozen=True)

@@ -9,36 +9,41 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ray
 
 from workers.benchmarks.base import Benchmark
-from workers.session import EngineSession
+from workers.session import EngineSession, SessionProgress
 from workers.spec import (
+    ChunkRequest,
     EngineSpec,
     ExecutionBatch,
     SampleRecord,
     SandboxLimits,
     SettingFailure,
     SettingGenerations,
-    SettingSpec,
 )
 
 
-@ray.remote(max_restarts=0, max_task_retries=0)
+@ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"progress": 1})
 class EngineWorker:
     """Holds one engine for the life of its unit; killed by the driver when the unit is done,
     so the next engine starts in a fresh process (vLLM does not reliably free memory).
 
     The constructor takes only the engine spec: on a restart Ray re-runs `__init__` with the
     same arguments but does not keep object refs among them alive (ray#53727), so the
-    benchmark refs travel with every `run` call and the engine loads on the first one."""
+    benchmark refs travel with every `run` call and the engine loads on the first one.
+
+    `progress` runs in its own concurrency group (its own thread), so the driver can ask what
+    the engine is doing while a chunk generates."""
 
     def __init__(self, engine: EngineSpec):
         logging.basicConfig(level=logging.INFO)
         self.engine = engine
         self.session: EngineSession | None = None
         self.load_error: Exception | None = None
+        self.progress_state = SessionProgress()
 
     def _session(self, benchmarks: Mapping[str, Benchmark]) -> EngineSession:
         # A load that failed fails every later call of the unit the same way, without
@@ -53,7 +58,9 @@ class EngineWorker:
             }
             node_id = ray.get_runtime_context().get_node_id()
             try:
-                self.session = EngineSession(self.engine, resolved, node_id=node_id)
+                self.session = EngineSession(
+                    self.engine, resolved, node_id=node_id, progress=self.progress_state
+                )
             except Exception as e:
                 self.load_error = e
                 raise
@@ -61,10 +68,15 @@ class EngineWorker:
 
     def run(
         self,
-        items: Sequence[tuple[str, SettingSpec]],
+        chunks: Sequence[ChunkRequest],
         benchmarks: Mapping[str, Benchmark],
     ) -> list[SettingGenerations | SettingFailure]:
-        return self._session(benchmarks).run(items)
+        return self._session(benchmarks).run(chunks)
+
+    @ray.method(concurrency_group="progress")
+    def progress(self) -> dict[str, Any]:
+        """What the engine is doing now (phase, the chunk's samples done, tokens so far)."""
+        return self.progress_state.snapshot()
 
     def close(self) -> None:
         if self.session is not None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from orchestrator.cli import backends, grid, report, tools
-from orchestrator.errors import ClusterError, ConfigError
+from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
 EXTENSIONS = (grid, report, backends, tools)
@@ -50,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, StoreError, ClusterError, ValueError, FileNotFoundError) as e:
         sys.stderr.write(f"reprogrid {args.command}: error: {e}\n")
         return 2
+    except Interrupted as e:
+        sys.stderr.write(
+            f"reprogrid {args.command}: {e}; its committed chunks are kept: re-run the same "
+            "command to resume\n"
+        )
+        return e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write(
             f"reprogrid {args.command}: interrupted; re-run the same command to resume\n"

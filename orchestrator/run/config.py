@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from orchestrator.errors import ConfigError
+from orchestrator.run.chunks import ChunkPolicy
 from orchestrator.run.options import (
     CELL_NUMBERS,
     Range,
@@ -95,6 +96,8 @@ class ClusterSpec:
     setting_timeout_s: float | None
     cpu_if_no_gpus: bool
     max_pending_exec: int
+    replicas: int = 1  # engine replicas per unit (sharing the model's GPUs)
+    exec_resource: str | None = None  # the Ray resource executions hold (None: exec_cpus CPUs)
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class RunConfig:
     replay_path: str | None
     cache_dir: str
     overrides: tuple[str, ...] = field(default=())
+    checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
+    progress_every_s: float = 30.0  # off a terminal: a progress line per engine this often
 
     def decoding_map(self) -> dict[str, DecodingSpec]:
         return dict(self.decodings)
@@ -316,6 +321,13 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         replay_path=cfg.replay_path,
         cache_dir=str(cfg.paths.cache_dir),
         overrides=tuple(overrides),
+        checkpoint=ChunkPolicy(
+            every_s=option(cfg, "checkpoint.every_s"),
+            every_samples=option(cfg, "checkpoint.every_samples"),
+            first_samples=option(cfg, "checkpoint.first_samples"),
+            batched_samples=option(cfg, "checkpoint.batched_samples"),
+        ),
+        progress_every_s=option(cfg, "progress.every_s"),
     )
 
 
@@ -401,4 +413,14 @@ def _cluster_spec(cfg: DictConfig) -> ClusterSpec:
         setting_timeout_s=option(cfg, "cluster.setting_timeout_s"),
         cpu_if_no_gpus=option(cfg, "cluster.cpu_if_no_gpus"),
         max_pending_exec=option(cfg, "cluster.max_pending_exec"),
+        replicas=option(cfg, "cluster.replicas"),
+        exec_resource=_optional_name(cfg.cluster.exec_resource, "cluster.exec_resource"),
     )
+
+
+def _optional_name(value: Any, key: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a Ray resource name or null, got {value!r}")
+    return value

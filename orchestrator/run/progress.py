@@ -1,6 +1,10 @@
-"""Live progress for the driver: a status line on a terminal, plain log lines otherwise.
+"""Live progress for the driver: a bar per running engine on a terminal (tqdm), a line per
+engine every `every_s` seconds otherwise (Slurm, nohup), and a line per finished setting.
 
-Only `orchestrator/dispatch.py` reports progress (STYLE rule 16); this module only formats.
+Per engine: samples done of the samples this run generates (committed chunks plus what the
+replicas report of the chunk in flight), tokens/s, and an ETA from tokens: the remaining
+samples at the measured tokens per sample, at the measured tokens/s. Only
+`orchestrator/run/dispatch.py` reports progress (STYLE rule 16); this module only formats.
 """
 
 from __future__ import annotations
@@ -8,9 +12,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from orchestrator.analysis.cost import format_duration
 
@@ -18,66 +22,153 @@ logger = logging.getLogger("reprogrid.progress")
 
 
 @dataclass
+class EngineLine:
+    """One engine unit's numbers (all its replicas together)."""
+
+    label: str
+    total: int  # samples this run generates for the unit
+    replicas: int
+    started: float
+    committed: int = 0  # samples of stored chunks
+    committed_tokens: int = 0
+    # replica -> (samples, tokens) of the chunk it generates now, as it last reported
+    live: dict[int, tuple[int, int]] = field(default_factory=dict)
+    phases: dict[int, str] = field(default_factory=dict)
+    done: bool = False
+
+    @property
+    def samples(self) -> int:
+        return min(self.total, self.committed + self._in_flight(0))
+
+    @property
+    def tokens(self) -> int:
+        return self.committed_tokens + self._in_flight(1)
+
+    def _in_flight(self, i: int) -> int:
+        """Of the chunks in flight, what the replicas have generated so far."""
+        return sum(v[i] for v in self.live.values())
+
+    def rates(self, now: float) -> tuple[float, str]:
+        """(tokens/s, ETA) from tokens: remaining samples x tokens per sample / tokens per s."""
+        elapsed = max(1e-9, now - self.started)
+        tok_s = self.tokens / elapsed
+        if self.done or self.samples >= self.total:
+            return tok_s, "0s"
+        if not self.samples or not tok_s:
+            return tok_s, "?"
+        per_sample = self.tokens / self.samples
+        return tok_s, format_duration((self.total - self.samples) * per_sample / tok_s)
+
+    def text(self, now: float) -> str:
+        tok_s, eta = self.rates(now)
+        phase = ",".join(sorted(set(self.phases.values()))) or "starting"
+        pct = 100 * self.samples / self.total if self.total else 100.0
+        return (f"{self.label}: {self.samples}/{self.total} samples ({pct:.0f}%), "
+                f"{tok_s:.0f} tok/s, ETA {eta}, {self.replicas} replica(s) {phase}")  # fmt: skip
+
+
 class Progress:
-    total: int  # settings this run has to finish (generate and/or execute)
-    stream: TextIO = field(default_factory=lambda: sys.stderr)
-    clock: Callable[[], float] = time.monotonic
-    done: int = 0
-    failed: int = 0
-    samples: int = 0
-    tokens: int = 0
-    current: str = ""
-    _start: float = 0.0
-    _last_draw: float = 0.0
-
-    def __post_init__(self) -> None:
-        self._start = self.clock()
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = 30.0,
+    ):
+        self.total = total  # settings this run has to finish (generate and/or execute)
+        self.stream = stream or sys.stderr
+        self.clock = clock
+        self.every_s = every_s  # off a terminal: how often the engine lines are logged
+        self.done = 0
+        self.failed = 0
+        self.engines: dict[str, EngineLine] = {}
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._bars: dict[str, Any] = {}
+        self._last_log = self.clock()
 
-    def generated(self, label: str, samples: int, tokens: int) -> None:
-        self.samples += samples
-        self.tokens += tokens
-        self.current = label
-        self.draw(force=True, event=f"generated {label}")
+    # -- events from the dispatcher -----------------------------------------------------------
+
+    def engine(self, key: str, label: str, total: int, replicas: int) -> None:
+        self.engines[key] = EngineLine(label, total, replicas, self.clock())
+        self.message(f"engine {label}: {total} samples to generate on {replicas} replica(s)")
+        if self.interactive:
+            from tqdm import tqdm
+
+            self._bars[key] = tqdm(
+                total=total, desc=label, unit="sample", file=self.stream, leave=True,
+                position=len(self._bars), dynamic_ncols=True,
+                bar_format="{desc} {bar} {n_fmt}/{total_fmt} samples {postfix}",
+            )  # fmt: skip
+
+    def replica(self, key: str, index: int, snapshot: Mapping[str, Any]) -> None:
+        """What a replica reports between chunks: its phase and its running counters."""
+        line = self.engines.get(key)
+        if line is None:
+            return
+        line.phases[index] = str(snapshot.get("phase"))
+        generating = snapshot.get("phase") == "generating"
+        line.live[index] = (
+            (int(snapshot.get("chunk_done", 0)), int(snapshot.get("chunk_tokens", 0)))
+            if generating else (0, 0)
+        )  # fmt: skip
+
+    def chunk(self, key: str, replica: int, samples: int, tokens: int) -> None:
+        """A replica's chunk is stored: its samples are committed, not in flight any more."""
+        line = self.engines.get(key)
+        if line is None:
+            return
+        line.committed += samples
+        line.committed_tokens += tokens
+        line.live[replica] = (0, 0)
+
+    def engine_done(self, key: str) -> None:
+        line = self.engines.get(key)
+        if line is not None and not line.done:
+            line.done = True
+            line.phases = {r: "done" for r in line.phases} or {0: "done"}
+            self.message(line.text(self.clock()))
+
+    def generated(self, label: str) -> None:
+        self.message(f"generated {label}")
 
     def finished(self, label: str, score: float | None) -> None:
         self.done += 1
         shown = "n/a" if score is None else f"{100 * score:.2f}"
-        self.draw(force=True, event=f"complete {label}: {shown}")
+        self.message(f"complete {label}: {shown} [{self.done + self.failed}/{self.total}]")
 
     def fail(self, label: str, error: str) -> None:
         self.failed += 1
-        self.draw(force=True, event=f"FAILED {label}: {error}")
+        self.message(f"FAILED {label}: {error} [{self.done + self.failed}/{self.total}]")
 
-    def line(self) -> str:
-        elapsed = self.clock() - self._start
-        rate_s = self.samples / elapsed if elapsed > 0 else 0.0
-        rate_t = self.tokens / elapsed if elapsed > 0 else 0.0
-        finished = self.done + self.failed
-        eta = (
-            "?" if finished == 0 else format_duration(elapsed / finished * (self.total - finished))
-        )
-        failed = f", {self.failed} failed" if self.failed else ""
-        return (
-            f"[{finished}/{self.total} settings{failed}] {self.current} | "
-            f"{rate_s:.2f} samples/s | {rate_t:.0f} tok/s | elapsed {format_duration(elapsed)} "
-            f"| ETA {eta}"
-        )
+    # -- output -------------------------------------------------------------------------------
 
-    def draw(self, force: bool = False, event: str | None = None) -> None:
+    def message(self, text: str) -> None:
+        """A line that is kept (above the bars on a terminal)."""
+        if self.interactive and self._bars:
+            from tqdm import tqdm
+
+            tqdm.write(text, file=self.stream)
+        else:
+            logger.info("%s", text)
+
+    def tick(self) -> None:
+        """Called by the dispatch loop about once a second."""
         now = self.clock()
-        if not force and now - self._last_draw < 1.0:
-            return
-        self._last_draw = now
         if self.interactive:
-            if event:
-                self.stream.write("\r\033[K" + event + "\n")
-            self.stream.write("\r\033[K" + self.line())
-            self.stream.flush()
-        elif event:
-            logger.info("%s | %s", event, self.line())
+            for key, bar in self._bars.items():
+                line = self.engines[key]
+                bar.n = line.samples
+                tok_s, eta = line.rates(now)
+                bar.set_postfix_str(f"{tok_s:.0f} tok/s, ETA {eta}", refresh=False)
+                bar.refresh()
+            return
+        if now - self._last_log >= self.every_s:
+            self._last_log = now
+            for line in self.engines.values():
+                if not line.done:
+                    logger.info("%s", line.text(now))
 
     def close(self) -> None:
-        if self.interactive:
-            self.stream.write("\n")
-            self.stream.flush()
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()

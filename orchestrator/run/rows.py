@@ -122,8 +122,12 @@ def output_tokens(samples: Sequence[SampleRecord]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def generation_rows(key: str, samples: Sequence[SampleRecord]) -> list[dict[str, Any]]:
-    return [
+def generation_rows(
+    key: str, samples: Sequence[SampleRecord], stream_state: bytes | None = None
+) -> list[dict[str, Any]]:
+    """One row per sample; `stream_state` (a chunk of a setting on the harness's global stream)
+    goes on the last row: the stream after it, where the next chunk continues."""
+    rows = [
         {
             "setting_key": key,
             "task_id": s.task_id,
@@ -138,9 +142,36 @@ def generation_rows(key: str, samples: Sequence[SampleRecord]) -> list[dict[str,
             "output_token_ids": list(s.output_token_ids),
             "decode_mismatch": s.decode_mismatch,
             "seed": s.seed,
+            "stream_state": None,
         }
         for s in samples
     ]
+    if rows and stream_state is not None:
+        rows[-1]["stream_state"] = stream_state
+    return rows
+
+
+def merged_provenance(
+    earlier: Mapping[str, Any] | None, chunk: SettingGenerations, library_versions: str
+) -> dict[str, Any]:
+    """A setting's provenance after one more chunk: times and tokens add up, the first start
+    and the last finish stay, and where chunks ran on different hosts or devices every one is
+    listed (comma-separated), so nothing is claimed that held for only part of the setting."""
+    now = provenance_of(chunk, library_versions)
+    if not earlier:
+        return now
+    merged = dict(now)
+    for name in ("generation_s", "engine_load_s", "n_generated_tokens"):
+        a, b = earlier.get(name), now.get(name)
+        merged[name] = None if a is None or b is None else a + b
+    if earlier.get("generation_started_at") is not None:
+        merged["generation_started_at"] = earlier["generation_started_at"]
+    for name in ("hostname", "node_id", "device", "backend_version", "effective_dtype"):
+        seen = [v for v in str(earlier.get(name) or "").split(",") if v]
+        if now.get(name) and now[name] not in seen:
+            seen.append(str(now[name]))
+        merged[name] = ",".join(seen) or now.get(name)
+    return merged
 
 
 def samples_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[SampleRecord]:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import signal
 import sys
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, Interrupted
 from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig, available
 from orchestrator.run.grid import Cell, Environment, expand_grid
 from orchestrator.run.plan import Action, ExecutionIdentity, Plan, plan_settings
@@ -220,8 +223,8 @@ def run_grid(
         if removed:
             logger.info("removed %d temporary file(s) of an interrupted write", removed)
         close_stale_runs(store)
-        upgrade_shards(store)  # shards of an older schema: same columns as every other shard
         plan = make_plan(store, prepared, retry_failed, quarantine=True)
+        upgrade_shards(store)  # shards of an older schema: same columns as every other shard
         started_at = utc_now()
         store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, RunStatus.RUNNING,
                                                    started_at=started_at)])  # fmt: skip
@@ -233,14 +236,18 @@ def run_grid(
             writer.skipped(item.key, item.setting, item.reason or "")
         _log_plan(plan)
         work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
-        progress = Progress(total=work, stream=stream or sys.stderr)
+        progress = Progress(total=work, stream=stream or sys.stderr,
+                            every_s=config.progress_every_s)  # fmt: skip
         status = RunStatus.FINISHED
         summary = None
         try:
             if work:
                 summary = _dispatch(prepared, plan, writer, progress)
-        except KeyboardInterrupt:
+        except (Interrupted, KeyboardInterrupt):
             status = RunStatus.INTERRUPTED
+            raise
+        except BaseException:
+            status = RunStatus.FAILED
             raise
         finally:
             progress.close()
@@ -274,17 +281,62 @@ def _log_plan(plan: Plan) -> None:
 
 
 def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
-    """Start (or connect to) Ray and drain the plan; the dispatcher's summary."""
-    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray
+    """Start (or connect to) Ray and drain the plan; the dispatcher's summary. A SIGTERM or
+    SIGINT stops it cleanly: the chunks that are back are committed, the engines and the
+    executions are stopped, and so is a local Ray instance this run started."""
+    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray, stop_ray
 
     config = prepared.config
-    start_ray(config.cluster)
-    options = DispatchOptions(config.cluster, config.limits, config.exec_workers)
+    with stop_on_signals():
+        started = start_ray(config.cluster)["started"]
+    options = DispatchOptions(
+        config.cluster, config.limits, config.exec_workers, checkpoint=config.checkpoint
+    )
     dispatcher = Dispatcher(
         plan, {config.benchmark.name: prepared.benchmark}, writer, options, progress
     )
     try:
-        return dispatcher.run()
+        # after ray.init: Ray installs its own SIGTERM handler (a stack dump and exit 134)
+        with stop_on_signals():
+            return dispatcher.run()
+    except (Interrupted, KeyboardInterrupt) as e:
+        logger.warning("%s: committing the chunks that are back, stopping the engines", e)
+        with ignoring_signals():  # a second signal must not cut the clean stop short
+            dispatcher.stop()
+            if started:
+                stop_ray()
+        raise
     except BaseException:
         dispatcher.abort()
         raise
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise Interrupted in the main thread (elsewhere: no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signum, signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def ignoring_signals() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

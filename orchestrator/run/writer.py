@@ -8,19 +8,22 @@ is either reused on resume (generations) or rewritten (executions, scores).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.run.chunks import Stored
 from orchestrator.run.rows import (
     SettingFacts,
     execution_rows,
     generation_rows,
+    merged_provenance,
     provenance_of,
     samples_from_rows,
     score_row,
     setting_row,
 )
+from storage.integrity import CHUNK_SEPARATOR, is_shard_key, setting_key_of
 from storage.schema import SettingStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
@@ -69,6 +72,7 @@ class StoreWriter:
         self._attempts: dict[str, int] = {}
         self._provenance: dict[str, dict[str, Any]] = {}
         self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
+        self._counted: set[str] = set()  # settings whose generation attempt this run counted
         self.n_generated = 0
         self.n_executed = 0
 
@@ -129,11 +133,70 @@ class StoreWriter:
         self._write(key, setting, SettingStatus.RUNNING)
         self.n_generated += 1
 
-    def stored_samples(self, key: str) -> list[SampleRecord]:
-        table = self.store.read_shard("generations", key)
-        if table is None:
+    def chunk_generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
+        """Commit one chunk of a setting's generations (its own atomic shard), and the
+        setting's progress and provenance so far; the setting stays `running` until executed.
+        The first chunk back in this run counts a generation attempt."""
+        assert result.chunk is not None, "a chunk result names its chunk"
+        shard = f"{key}{CHUNK_SEPARATOR}{result.chunk:05d}"
+        rows = generation_rows(key, result.samples, result.stream_state)
+        self.store.write_rows("generations", shard, rows)
+        if key not in self._counted:
+            self._counted.add(key)
+            self._attempts[key] = self._known_attempts(key) + 1
+        self._provenance[key] = merged_provenance(
+            self._provenance.get(key), result, self.library_versions
+        )
+        self._write(key, setting, SettingStatus.RUNNING)
+
+    def setting_generated(self) -> None:
+        """All chunks of a setting are stored (it goes to execution next)."""
+        self.n_generated += 1
+
+    def stored(self, key: str, n_samples: int) -> Stored:
+        """What the store holds of a setting's generations: the problems with all their
+        samples, the next chunk index, and the stream state after the highest chunk."""
+        shards = sorted(k for k in self.store.shards("generations") if setting_key_of(k) == key)
+        if not shards:
+            return Stored()
+        table = self.store.read_table("generations", [key])
+        columns = table.select(["task_id", "stream_state"]).to_pydict()
+        counts: dict[str, int] = {}
+        for task in columns["task_id"]:
+            counts[task] = counts.get(task, 0) + 1
+        chunks = [int(k.partition(CHUNK_SEPARATOR)[2]) for k in shards if CHUNK_SEPARATOR in k]
+        last = self.store.read_shard("generations", shards[-1])
+        tail = last.select(["task_id", "stream_state"]).to_pylist()[-1] if last else {}
+        return Stored(
+            task_ids=frozenset(t for t, n in counts.items() if n >= n_samples),
+            next_chunk=max(chunks) + 1 if chunks else 0,
+            stream_state=tail.get("stream_state"),
+            last_task=tail.get("task_id"),
+        )
+
+    def set_aside_generations(self, key: str, reason: str) -> int:
+        """Move a setting's stored generations to the quarantine (never deleted), so it
+        starts again: chunks of a sequential stream that cannot be continued exactly."""
+        moved = 0
+        for file in self.store.files("generations"):
+            name = file.name.removesuffix(".parquet")
+            if is_shard_key(name) and setting_key_of(name) == key:
+                self.store.quarantine(file, {"reason": reason, "setting_key": key})
+                moved += 1
+        logger.warning("setting %s starts again (%s): %d chunk(s) set aside", key[:12], reason,
+                       moved)  # fmt: skip
+        return moved
+
+    def stored_samples(self, key: str, order: Sequence[str] = ()) -> list[SampleRecord]:
+        """Every stored sample of the setting (whole shard or chunks), in problem order
+        (`order`: the benchmark's task ids) and sample order."""
+        rows = self.store.read_table("generations", [key]).to_pylist()
+        if not rows:
             raise FileNotFoundError(f"generations of setting {key} are missing")
-        return samples_from_rows(table.to_pylist())
+        position = {t: i for i, t in enumerate(order)}
+        rows.sort(key=lambda r: (position.get(r["task_id"], len(position)), r["task_id"],
+                                 r["sample_index"]))  # fmt: skip
+        return samples_from_rows(rows)
 
     def executed(self, key: str, setting: SettingSpec, batch: ExecutionBatch) -> dict[str, Any]:
         """Write executions and the score; mark complete with the execution identity of the
@@ -145,8 +208,7 @@ class StoreWriter:
             "execution_json": canonical_json(fields),
         }
         self.store.write_rows("executions", key, exec_rows)
-        generations = self.store.read_shard("generations", key)
-        gen_rows = generations.to_pylist() if generations is not None else []
+        gen_rows = self.store.read_table("generations", [key]).to_pylist()
         benchmark = self.benchmarks.get(setting.benchmark.name)
         summary = benchmark.summarize(exec_rows) if benchmark is not None else None
         score = score_row(key, setting, gen_rows, exec_rows, summary)

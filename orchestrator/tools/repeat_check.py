@@ -99,7 +99,7 @@ def repeat_check(store: Store, wanted: Sequence[str], n_problems: int,
         engine = unit_engine(settings[members[0]].engine, [s for _, s in items])
         session = EngineSession(engine, {benchmark.name: benchmark})
         try:
-            outcomes = session.run(items)
+            outcomes = session.run_settings(items)
         finally:
             session.close()
         for (key, _), outcome in zip(items, outcomes, strict=True):

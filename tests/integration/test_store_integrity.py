@@ -39,6 +39,11 @@ def damage(path: Path, how) -> bytes:
     return broken
 
 
+def shard(store: Path, table: str, key: str) -> Path:
+    """The setting's shard of a table (generations: its first chunk)."""
+    return sorted((store / table).glob(f"{key}*.parquet"))[0]
+
+
 def scores(store: Path) -> dict[str, float]:
     frame = pd.read_parquet(store / "scores")
     return dict(zip(frame["setting_key"], frame["pass_at_1"], strict=True))
@@ -56,15 +61,16 @@ def test_verify_finds_every_damage_and_run_redoes_exactly_the_damaged_settings(
     capsys.readouterr()
 
     keys = sorted(before)
+    chunks = {i: shard(store, "generations", keys[i]).name for i in (0, 4)}
     run_shard = next((store / "runs").glob("*.parquet"))
     broken = [
-        damage(store / "generations" / f"{keys[0]}.parquet", truncate),
+        damage(shard(store, "generations", keys[0]), truncate),
         damage(store / "executions" / f"{keys[1]}.parquet", garbage_in_data),
         damage(store / "scores" / f"{keys[2]}.parquet",
                lambda b: flip_data_page_bit(b, "pass_at_1")),
         damage(store / "settings" / f"{keys[3]}.parquet",
                lambda b: flip_data_page_bit(b, "status")),
-        damage(store / "generations" / f"{keys[4]}.parquet",
+        damage(shard(store, "generations", keys[4]),
                lambda b: flip_data_page_bit(b, "program")),
         damage(run_shard, lambda b: flip_data_page_bit(b, "status")),
         damage(store / "executions" / "notes.txt", lambda _: b"not a shard"),
@@ -75,9 +81,9 @@ def test_verify_finds_every_damage_and_run_redoes_exactly_the_damaged_settings(
     report = json.loads(capsys.readouterr().out)
     where = {(p["table"], p["file"]) for p in report["problems"] if p["file"]}
     assert {
-        ("generations", f"{keys[0]}.parquet"), ("executions", f"{keys[1]}.parquet"),
+        ("generations", chunks[0]), ("executions", f"{keys[1]}.parquet"),
         ("scores", f"{keys[2]}.parquet"), ("settings", f"{keys[3]}.parquet"),
-        ("generations", f"{keys[4]}.parquet"), ("runs", run_shard.name),
+        ("generations", chunks[4]), ("runs", run_shard.name),
         ("executions", "notes.txt"),
     } <= where  # fmt: skip
     assert set(report["settings_to_redo"]) == set(keys[:5])

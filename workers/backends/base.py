@@ -46,6 +46,15 @@ class Backend(Protocol):
         """The tokenizer's chat template applied to `messages` with the generation prompt."""
         ...
 
+    def stream_state(self) -> bytes | None:
+        """The global random streams a harness-seeded setting draws from, as bytes (None: the
+        backend has none). A setting committed in chunks stores it after each chunk."""
+        ...
+
+    def restore_stream(self, state: bytes) -> None:
+        """Continue the global random streams from `stream_state()`'s bytes, exactly."""
+        ...
+
     @property
     def eos_token(self) -> str | None:
         """The tokenizer's eos string (a stop word under harness semantics)."""

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Sequence
 
+from workers.backends.base import UnsupportedSetting
 from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
 
 
@@ -75,6 +76,12 @@ class FakeBackend:
                 out.append(Generation(request.task_id, request.sample_offset + i, text,
                                       len(request.prompt) // 4, 8, False, False))  # fmt: skip
         return out
+
+    def stream_state(self) -> bytes | None:
+        return None  # deterministic: no random stream
+
+    def restore_stream(self, state: bytes) -> None:
+        raise UnsupportedSetting("the fake backend has no random stream")
 
     def close(self) -> None:
         pass

@@ -17,12 +17,16 @@ this module runs them with transformers' `generate`.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import math
+import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, StoppingCriteria, StoppingCriteriaList
@@ -122,6 +126,39 @@ def load_model(engine: EngineSpec, source: ModelSource, device: str):
     return model
 
 
+def capture_streams() -> bytes:
+    """Every global random stream set_seed seeds (Python, NumPy, torch CPU and each CUDA
+    device), as JSON bytes (no pickle: the bytes come back from a store)."""
+    mt, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    version, internal, gauss_next = random.getstate()
+    state: dict[str, Any] = {
+        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
+        "numpy": [mt, keys.tolist(), pos, has_gauss, cached],
+        "random": [version, list(internal), gauss_next],
+        "cuda": [base64.b64encode(s.numpy().tobytes()).decode()
+                 for s in (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])],
+    }  # fmt: skip
+    return json.dumps(state).encode()
+
+
+def restore_streams(data: bytes) -> None:
+    """The inverse of capture_streams (on the same kind of device: CUDA states need CUDA)."""
+    state = json.loads(data)
+
+    def tensor(text: str) -> torch.Tensor:
+        return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+    torch.set_rng_state(tensor(state["torch"]))
+    mt, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((mt, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    version, internal, gauss_next = state["random"]
+    random.setstate((version, tuple(internal), gauss_next))
+    if state["cuda"]:
+        if not torch.cuda.is_available():
+            raise UnsupportedSetting("the stored random stream is CUDA's; no CUDA device here")
+        torch.cuda.set_rng_state_all([tensor(s) for s in state["cuda"]])
+
+
 def seed_like_harness(seed: int) -> None:
     """Leave the global random streams as the harness has them at its first generate call.
 
@@ -191,6 +228,12 @@ class HfBackend:
             torch.cuda.empty_cache()
 
     # -- generation --------------------------------------------------------------------------
+
+    def stream_state(self) -> bytes | None:
+        return capture_streams()
+
+    def restore_stream(self, state: bytes) -> None:
+        restore_streams(state)
 
     def generate(
         self, requests: Sequence[GenRequest], global_seed: int | None = None

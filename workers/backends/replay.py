@@ -86,5 +86,11 @@ class ReplayBackend:
                 out.append(Generation(request.task_id, index, text, 0, 0, False, False))
         return out
 
+    def stream_state(self) -> bytes | None:
+        return None  # replayed text: no random stream
+
+    def restore_stream(self, state: bytes) -> None:
+        raise UnsupportedSetting("backend=replay has no random stream")
+
     def close(self) -> None:
         self.table = {}

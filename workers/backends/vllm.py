@@ -180,6 +180,12 @@ class VllmBackend:
     def count_tokens(self, prompt: str, add_special_tokens: bool = True) -> int:
         return count_tokens(self.tokenizer, prompt, add_special_tokens)
 
+    def stream_state(self) -> bytes | None:
+        return None  # no global sampling stream: sampled requests carry their own seeds
+
+    def restore_stream(self, state: bytes) -> None:
+        raise UnsupportedSetting("vLLM has no global sampling stream to continue")
+
     def close(self) -> None:
         """Shut the engine down (its worker processes too, for tensor parallelism). The driver
         also kills the actor after the unit: vLLM does not reliably free memory in-process."""

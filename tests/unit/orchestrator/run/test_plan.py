@@ -62,7 +62,9 @@ def writer_for(problem_set):
 
 @pytest.fixture
 def cells():
-    config = load_run_config(["model=tiny", "template=own,instruct,diff", "decoding=greedy,t0.8"])
+    config = load_run_config(
+        ["model=tiny", "template=own,instruct,diff", "decoding=greedy,t0.8", "benchmark.limit=3"]
+    )
     return expand_grid(config, "hash", Environment())
 
 
@@ -72,7 +74,7 @@ def test_a_fresh_store_plans_everything_and_skips_with_reasons(cells, tmp_path):
     assert counts[Action.GENERATE] == 4 and counts[Action.SKIP] == 2
     assert all("diff" in s.reason for s in plan.by_action(Action.SKIP))
     assert plan.n_engine_loads == 1
-    assert plan.n_generations(164) == 4 * 164
+    assert plan.n_generations(164) == 4 * 3  # benchmark.limit=3
 
 
 def test_resume_states_come_from_the_files(cells, tmp_path, writer_for):
@@ -120,7 +122,7 @@ def test_writer_keeps_provenance_and_counts_generation_attempts(cells, tmp_path,
     assert row["hostname"] == "h" and row["generation_s"] == 1.5
     assert row["library_versions_json"] == '{"torch": "x"}'
     # the facts a report needs, fixed at run time
-    assert (row["n_problems"], row["benchmark_n_problems"]) == (164, 164)
+    assert (row["n_problems"], row["benchmark_n_problems"]) == (3, 164)
     assert (row["template_kind"], row["model_own_template"]) == (
         "own" if cell.setting.template == "yi" else cell.setting.template, "yi")
 
