@@ -65,7 +65,7 @@ def _model_pivot(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
         head["model_name"] = rows[0]["model_name"]
         scores = {c: [r["score_pct"] for r in members] for c, members in columns.items()}
         values.append(head | {c: sum(v) / len(v) for c, v in scores.items()})
-        hovers.append(head | {c: _hover(members) for c, members in columns.items()})
+        hovers.append({c: _hover(members) for c, members in columns.items()})
     return values, hovers
 
 

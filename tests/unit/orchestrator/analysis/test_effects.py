@@ -51,10 +51,16 @@ def test_parse_baseline():
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("templte=own", "Unknown baseline axis 'templte'. Did you mean: template? Valid: "
-         "template, decoding, max_length, precision, backend"),
-        ("precision=int3", "Unknown baseline precision 'int3'. Did you mean: int8? Valid: "
-         "bf16, fp16, fp32, int8, int4"),
+        (
+            "templte=own",
+            "Unknown baseline axis 'templte'. Did you mean: template? Valid: "
+            "template, decoding, max_length, precision, backend",
+        ),
+        (
+            "precision=int3",
+            "Unknown baseline precision 'int3'. Did you mean: int8? Valid: "
+            "bf16, fp16, fp32, int8, int4",
+        ),
         ("backend=vlm", "Unknown baseline backend 'vlm'. Did you mean: vllm? Valid: hf, vllm"),
         ("max_length=0", "baseline max_length must be a positive integer, got '0'"),
     ],
@@ -67,12 +73,18 @@ def test_a_bad_baseline_names_the_value_a_suggestion_and_the_valid_ones(item, me
 
 
 def test_a_chosen_baseline_value_must_be_in_the_store():
-    present = {"template": {"own", "instruct"}, "decoding": {"greedy", "t0.8"},
-               "precision": {"fp16"}}  # fmt: skip
+    present = {
+        "template": {"own", "instruct"},
+        "decoding": {"greedy", "t0.8"},
+        "precision": {"fp16"},
+    }
     check_baseline_in_store(DEFAULT_BASELINE, present)  # the default: never refused
     check_baseline_in_store(parse_baseline(["decoding=t0.8"]), present)
-    with pytest.raises(BaselineError, match=r"template 'instrct'\. Did you mean: instruct\? "
-                       "Values in the store: instruct, own"):  # fmt: skip
+    with pytest.raises(
+        BaselineError,
+        match=r"template 'instrct'\. Did you mean: instruct\? "
+        "Values in the store: instruct, own",
+    ):
         check_baseline_in_store(parse_baseline(["template=instrct"]), present)
     check_baseline_in_store(parse_baseline(["template=instrct"]), {})  # an empty store
 
@@ -173,8 +185,11 @@ DUPLICATES = [
 
 
 def test_settings_of_one_cell_are_one_measurement_at_their_mean():
-    [m_base] = [c for c in cells(DUPLICATES) if c.model_name == "m" and c.value("backend") == "hf"
-                and c.value("precision") == "bf16"]  # fmt: skip
+    [m_base] = [
+        c
+        for c in cells(DUPLICATES)
+        if c.model_name == "m" and c.value("backend") == "hf" and c.value("precision") == "bf16"
+    ]
     assert m_base.score_pct == 12.0 and len(m_base.keys) == 2
 
 
@@ -194,13 +209,16 @@ def test_each_model_votes_once_per_axis_value():
 
 def test_the_spread_counts_a_model_once_and_compares_sampling_with_greedy():
     rows = [
-        point("m", 10.0), point("m", 14.0, precision="fp16"),  # greedy: std 2
-        point("m", 10.0, template="instruct"), point("m", 12.0, template="instruct",
-                                                     precision="fp16"),  # greedy: std 1
-        point("m", 10.0, decoding="t0.8"), point("m", 16.0, decoding="t0.8", precision="fp16"),
+        point("m", 10.0),
+        point("m", 14.0, precision="fp16"),  # greedy: std 2
+        point("m", 10.0, template="instruct"),
+        point("m", 12.0, template="instruct", precision="fp16"),  # greedy: std 1
+        point("m", 10.0, decoding="t0.8"),
+        point("m", 16.0, decoding="t0.8", precision="fp16"),
         point("m", 16.0, decoding="t0.8", precision="fp16"),  # a duplicate: one cell
-        point("n", 10.0, tuning="base"), point("n", 20.0, tuning="base", precision="fp16"),
-    ]  # fmt: skip
+        point("n", 10.0, tuning="base"),
+        point("n", 20.0, tuning="base", precision="fp16"),
+    ]
     summary = {(s.decoding, s.group): s for s in summarize_spread(precision_spread(rows))}
     greedy = summary[("greedy", "all")]
     assert (greedy.n_models, greedy.n_groups) == (2, 3)

@@ -27,9 +27,18 @@ def row(model: str, score: str, tuning: str = "base", line: int = 2) -> Literatu
     return LiteratureRow(line, model, "Fam", "1.3", tuning, score, "src", "title", "T1", "", "x")
 
 
-def setting(model: str, k: int, n: int = 164, tuning: str = "base", label: str = "s",
-            family: str = "fam", size: float = 1.3, samples: int = 1,
-            variant: str = "tests", rank: int = 0) -> SettingScore:  # fmt: skip
+def setting(
+    model: str,
+    k: int,
+    n: int = 164,
+    tuning: str = "base",
+    label: str = "s",
+    family: str = "fam",
+    size: float = 1.3,
+    samples: int = 1,
+    variant: str = "tests",
+    rank: int = 0,
+) -> SettingScore:
     return SettingScore(
         key=f"{model}-{label}-{variant}", model_name=model, model_family=family,
         model_size_b=size, tuning=tuning, label=label, score=Fraction(k, n * samples),
@@ -210,9 +219,12 @@ def test_unknown_sampling_is_never_called_plainly_unobtainable():
 
 
 def test_the_join_uses_the_rows_stated_sampling():
-    rows = [LiteratureRow(2, "StarCoder", "f", "15.5", "base", "8.7", "octopack", "t", "T", "",
-                          "x", n_samples=20),
-            LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x")]
+    rows = [
+        LiteratureRow(
+            2, "StarCoder", "f", "15.5", "base", "8.7", "octopack", "t", "T", "", "x", n_samples=20
+        ),
+        LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x"),
+    ]
     matches = join_literature(rows, {}, [])
     assert [m.obtainability.verdict for m in matches] == [
         "obtainable", "not obtainable with one sample per problem"]  # fmt: skip
@@ -268,8 +280,10 @@ def test_the_best_setting_is_the_closest_reproducing_one_then_the_grids_first():
 
 
 def test_a_value_only_the_docs_variant_reproduces_is_a_variant_confusion():
-    settings = [setting("m", 10, label="tests-own"),
-                setting("m", 27, label="docs-own", variant="docs")]  # fmt: skip
+    settings = [
+        setting("m", 10, label="tests-own"),
+        setting("m", 27, label="docs-own", variant="docs"),
+    ]
     [match] = join_literature([row("M", "16.4")], {"M": "m"}, settings, variants=("tests",))
     assert match.status == MatchStatus.NOT_REPRODUCED  # its own variant's verdict
     assert match.other_variant == "docs" and match.variant_confusion
@@ -297,12 +311,17 @@ def test_the_docs_variant_is_never_the_models_own_and_needs_its_tests_settings()
     ("own_k", "partner_k", "docs_k", "verdict", "text"),
     [
         ((27, 27), (), (), Verdict.REPRODUCED, "reproduced by 2 settings"),
-        ((10,), (27,), (27,), Verdict.TUNING_CONFUSION,
-         "tuning confusion: reproduced by 1 setting of dsc-1.3b-instruct"),
+        (
+            (10,),
+            (27,),
+            (27,),
+            Verdict.TUNING_CONFUSION,
+            "tuning confusion: reproduced by 1 setting of dsc-1.3b-instruct",
+        ),
         ((26,), (), (), Verdict.NEAR, "near"),
         ((10,), (), (), Verdict.NOT_REPRODUCED, "not reproduced"),
     ],
-)  # fmt: skip
+)
 def test_answer_verdicts(own_k, partner_k, docs_k, verdict, text):
     settings = [setting(BASE, k, label=f"own{i}") for i, k in enumerate(own_k)]
     settings += [setting(INST, k, tuning="instruct", label="p") for k in partner_k]

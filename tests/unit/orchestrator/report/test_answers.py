@@ -38,8 +38,10 @@ def literature_csv(path: Path) -> str:
     lines = [",".join(COLUMNS)]
     for line, model, value in ROWS:
         tuning = "base" if model == "DeepSeekCoder 1.3B" else "instruct"
-        lines.append(f"{model},DeepSeekCoder,1.3,{tuning},{value},{SOURCE},title,Table {line},"
-                     "greedy,primary-source")  # fmt: skip
+        lines.append(
+            f"{model},DeepSeekCoder,1.3,{tuning},{value},{SOURCE},title,Table {line},"
+            "greedy,primary-source"
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
 
@@ -61,12 +63,22 @@ def known(tmp_path_factory):
         # the base model: 2/164 = 1.22 rounds to 1.2; its 16.4 only the instruct model gives
         "base": write_setting(store, Spec(BASE, "own", "greedy", 2048, "bf16", 2)),
         # a model measured only on a subset: 3/10 = 30.0 "gives" 30.0, and must not be said to
-        "pilot67": write_setting(store, Spec(INST67, "own", "greedy", 2048, "bf16", 3),
-                                 n_problems=10),
-    }  # fmt: skip
+        "pilot67": write_setting(
+            store, Spec(INST67, "own", "greedy", 2048, "bf16", 3), n_problems=10
+        ),
+    }
     out = root / "out"
-    argv = ["report", "--store", store.uri, "--out", str(out), "--resamples", str(RESAMPLES),
-            "--literature", literature_csv(root / "lit.csv")]  # fmt: skip
+    argv = [
+        "report",
+        "--store",
+        store.uri,
+        "--out",
+        str(out),
+        "--resamples",
+        str(RESAMPLES),
+        "--literature",
+        literature_csv(root / "lit.csv"),
+    ]
     assert main(argv) == 0
     return store, out, keys
 
@@ -84,39 +96,118 @@ def interval(store: Store, key: str) -> tuple[float, float]:
 def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
     def setting(name, model, variant, template, k, n=1):
         low, high = interval(store, keys[name])
-        return dict(setting_model=model, setting_variant=variant, template=template,
-                    decoding="greedy", max_length=2048, precision="bf16", backend="hf",
-                    n_samples=n, score_pct=100 * k / 164, ci_low_pct=low, ci_high_pct=high,
-                    setting_key=keys[name])  # fmt: skip
+        return dict(
+            setting_model=model,
+            setting_variant=variant,
+            template=template,
+            decoding="greedy",
+            max_length=2048,
+            precision="bf16",
+            backend="hf",
+            n_samples=n,
+            score_pct=100 * k / 164,
+            ci_low_pct=low,
+            ci_high_pct=high,
+            setting_key=keys[name],
+        )
 
     def row(line, model, verdict, detail, n, value, best, k):
         lit = {r[0]: r for r in ROWS}[line]
         gap = None if best is None else float(Fraction(k, 164) * 100 - Fraction(value))
-        base = dict(model_name=model, literature_model=lit[1], reported=lit[2],
-                    source_id=SOURCE, location=f"Table {line}", verdict=verdict,
-                    verdict_detail=detail, n_reproducing=n, gap_pp=gap, line=line)  # fmt: skip
-        empty = dict.fromkeys(("setting_model", "setting_variant", "template", "decoding",
-                               "max_length", "precision", "backend", "n_samples", "score_pct",
-                               "ci_low_pct", "ci_high_pct", "setting_key"))  # fmt: skip
+        base = dict(
+            model_name=model,
+            literature_model=lit[1],
+            reported=lit[2],
+            source_id=SOURCE,
+            location=f"Table {line}",
+            verdict=verdict,
+            verdict_detail=detail,
+            n_reproducing=n,
+            gap_pp=gap,
+            line=line,
+        )
+        empty = dict.fromkeys(
+            (
+                "setting_model",
+                "setting_variant",
+                "template",
+                "decoding",
+                "max_length",
+                "precision",
+                "backend",
+                "n_samples",
+                "score_pct",
+                "ci_low_pct",
+                "ci_high_pct",
+                "setting_key",
+            )
+        )
         return base | (best or empty)
 
     own = "own(deepseek)"
     return [
-        row(6, BASE, "tuning confusion", f"tuning confusion: reproduced by 2 settings of {INST}",
-            2, "16.4", setting("bf16", INST, "tests", own, 27), 27),
-        row(7, BASE, "reproduced", "reproduced by 1 setting", 1, "1.2",
-            setting("base", BASE, "tests", own, 2), 2),
-        row(2, INST, "reproduced", "reproduced by 2 settings", 2, "16.4",
-            setting("bf16", INST, "tests", own, 27), 27),
-        row(3, INST, "variant confusion",
-            "variant confusion: reproduced by 1 setting of the docs variant", 1, "30.5",
-            setting("docs", INST, "docs", own, 50), 50),
-        row(4, INST, "near", "near", 0, "9.5",
-            setting("instruct", INST, "tests", "instruct", 15), 15),
-        row(5, INST, "not reproduced", "not reproduced", 0, "48.9",
-            setting("bf16", INST, "tests", own, 27), 27),
+        row(
+            6,
+            BASE,
+            "tuning confusion",
+            f"tuning confusion: reproduced by 2 settings of {INST}",
+            2,
+            "16.4",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
+        row(
+            7,
+            BASE,
+            "reproduced",
+            "reproduced by 1 setting",
+            1,
+            "1.2",
+            setting("base", BASE, "tests", own, 2),
+            2,
+        ),
+        row(
+            2,
+            INST,
+            "reproduced",
+            "reproduced by 2 settings",
+            2,
+            "16.4",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
+        row(
+            3,
+            INST,
+            "variant confusion",
+            "variant confusion: reproduced by 1 setting of the docs variant",
+            1,
+            "30.5",
+            setting("docs", INST, "docs", own, 50),
+            50,
+        ),
+        row(
+            4,
+            INST,
+            "near",
+            "near",
+            0,
+            "9.5",
+            setting("instruct", INST, "tests", "instruct", 15),
+            15,
+        ),
+        row(
+            5,
+            INST,
+            "not reproduced",
+            "not reproduced",
+            0,
+            "48.9",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
         row(8, INST67, "only a pilot subset", "only a pilot subset", 0, "30.0", None, 0),
-    ]  # fmt: skip
+    ]
 
 
 def _same(got, want) -> bool:
@@ -129,8 +220,9 @@ def _same(got, want) -> bool:
 
 def test_every_cell_of_the_answers_csv_is_the_hand_computed_value(known):
     store, out, keys = known
-    frame = pd.read_csv(out / "answers.csv", dtype={"reported": str}, keep_default_na=False,
-                        na_values=[""])  # fmt: skip
+    frame = pd.read_csv(
+        out / "answers.csv", dtype={"reported": str}, keep_default_na=False, na_values=[""]
+    )
     assert list(frame.columns) == list(ANSWER_COLUMNS)
     got = frame.astype(object).where(frame.notna(), None).to_dict("records")
     want = expected_rows(store, keys)
