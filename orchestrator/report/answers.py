@@ -79,7 +79,7 @@ def no_answers_reason(
     if grid.empty:
         return "The store holds no complete setting with a score, so there is nothing to answer."
     models = sorted(set(grid["model_name"]))
-    other = sorted({m.model_name for m in matches if m.variant_counterpart and m.own is None})
+    other = sorted({m.model_name or "" for m in matches if m.variant_counterpart and m.own is None})
     if other:
         return (
             f"The literature reports the {', '.join(mapping.variants)} variant; the store holds "

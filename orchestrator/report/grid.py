@@ -111,7 +111,7 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
     total = setting.get("benchmark_n_problems")
     row.update(
         template_kind=kind, template_kind_from=kind_from,
-        benchmark_n_problems=int(total) if present(total) else None,
+        benchmark_n_problems=int(total) if total is not None and present(total) else None,
         subset=subset_label(score.get("n_problems"), total, setting.get("limit")),
         metric=score.get("metric"),
         score_pct=float(exact * 100) if exact is not None else None,

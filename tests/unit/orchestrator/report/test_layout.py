@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -63,8 +64,9 @@ def synthetic(tmp_path_factory):
 
 def test_keys_and_hashes_show_12_characters_in_md_and_html(synthetic):
     for name in ("report.md", "report.html"):
-        text = (synthetic / name).read_text()
-        assert not re.search(r"[0-9a-f]{13,}", text.replace("<wbr>", "")), name
+        text = (synthetic / name).read_text().replace("<wbr>", "")
+        text = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text)  # the figures
+        assert not re.search(r"[0-9a-f]{13,}", text), name
     pairs = pd.read_csv(synthetic / "effect_pairs.csv")
     assert pairs["setting_keys"].str.len().min() == 64  # CSV keeps them whole
 
@@ -101,3 +103,35 @@ def test_settings_of_one_cell_count_once_and_the_report_says_so(tmp_path):
     assert pivot.loc[0, "bf16"] == pytest.approx(25 * 100 / 164)
     hover = next(t for t in data.tables if t.name == "scores_pivot").hover
     assert hover.loc[0, "bf16"].startswith("mean of 2 settings: ")
+
+
+def test_docs_name_every_table_and_column_and_the_readme_the_answers(tmp_path):
+    """docs/report.md documents what the report writes (no drift); the README describes the
+    answers table's columns."""
+    root = Path(__file__).resolve().parents[4]
+    doc = (root / "docs" / "report.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    write_synthetic_store(str(tmp_path / "store"))
+    data = build_report(str(tmp_path / "store"), ReportOptions(n_resamples=10))
+    missing = [
+        f"{t.name}.{c}"
+        for t in data.tables
+        for c in [t.name, *t.frame.columns]
+        if c != "exact" and f"`{c}`" not in doc
+    ]
+    assert not missing, f"not in docs/report.md: {missing}"
+    shown = (
+        "literature_model",
+        "reported",
+        "source_id",
+        "location",
+        "verdict",
+        "template",
+        "decoding",
+        "max_length",
+        "precision",
+        "backend",
+        "score_pct",
+        "gap_pp",
+    )
+    assert all(f"`{c}`" in readme for c in shown)
