@@ -216,8 +216,14 @@ def _notes(
 ) -> list[str]:
     notes = _trust_notes(grid, matches)
     answered = {m.model_name for m in matches if m.own is not None}
+    other_variant = {m.model_name: m.other_variant for m in matches if m.own is None}
     for model in sorted(set(grid["model_name"])) if len(grid) else []:
-        if model not in answered:
+        if model in other_variant and other_variant[model]:
+            notes.append(
+                f"literature rows for model {model} report another variant than the store's "
+                f"({other_variant[model]}): no answers, see the unmatched literature rows"
+            )
+        elif model not in answered:
             notes.append(f"no literature rows for model {model}")
     if len(settings):
         n = int((settings["status"] == SettingStatus.RUNNING.value).sum())

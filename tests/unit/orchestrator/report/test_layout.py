@@ -135,3 +135,16 @@ def test_docs_name_every_table_and_column_and_the_readme_the_answers(tmp_path):
         "gap_pp",
     )
     assert all(f"`{c}`" in readme for c in shown)
+
+
+def test_a_model_run_only_on_the_docs_variant_gets_no_answer_and_is_told_so(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 27, variant="docs"))
+    data = build_report(store.uri, ReportOptions(n_resamples=10))
+    assert data.table("answers").empty
+    answers = next(t for t in data.tables if t.name == "answers")
+    assert answers.empty_reason.startswith("The literature reports the tests variant; the store")
+    unmatched = data.table("literature_unmatched")
+    mine = unmatched[unmatched["model_name"] == INST]
+    assert set(mine["status"]) == {"only another variant in store"}
+    assert any(n.startswith(f"literature rows for model {INST} report another") for n in data.notes)
