@@ -37,6 +37,10 @@ MODELS: dict[str, dict[str, Any]] = {
         model_repo_id="deepseek-ai/deepseek-coder-1.3b-instruct", model_tuning="instruct",
         own="deepseek", model_revision="rev-inst-0001",
     ),
+    "deepseekcoder-6.7b-instruct": dict(
+        model_repo_id="deepseek-ai/deepseek-coder-6.7b-instruct", model_tuning="instruct",
+        own="deepseek", model_revision="rev-67-inst", model_size_b=6.7,
+    ),
 }  # fmt: skip
 PRECISIONS = {"bf16": ("bf16", "none"), "fp16": ("fp16", "none"), "fp32": ("fp32", "none"),
               "int8": ("fp16", "int8"), "int4": ("fp16", "int4")}  # fmt: skip
@@ -56,6 +60,7 @@ class Spec:
     status: str = "complete"
     reason: str | None = None
     backend: str = "hf"
+    variant: str = "tests"  # humanevalfix variant: tests (what papers report) or docs
 
 
 BASE, INST = "deepseekcoder-1.3b-base", "deepseekcoder-1.3b-instruct"
@@ -81,7 +86,10 @@ SPECS = (
 
 def spec_key(spec: Spec) -> str:
     text = f"{spec.model}|{spec.template}|{spec.decoding}|{spec.max_length}|{spec.precision}"
-    return hashlib.sha256((text + f"|{spec.backend}|{spec.n_samples}").encode()).hexdigest()
+    text += f"|{spec.backend}|{spec.n_samples}"
+    if spec.variant != "tests":  # keys of the tests variant stay what they always were
+        text += f"|{spec.variant}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _settings_row(spec: Spec, key: str, n_problems: int = N_PROBLEMS) -> dict[str, Any]:
@@ -94,9 +102,10 @@ def _settings_row(spec: Spec, key: str, n_problems: int = N_PROBLEMS) -> dict[st
         "status_reason": spec.reason, "attempts": 1, "run_id": RUN_ID, "updated_at": NOW,
         "model_name": spec.model, "model_repo_id": model.get("model_repo_id", spec.model),
         "model_revision": model.get("model_revision", "r0"), "model_family": "deepseekcoder",
-        "model_size_b": 1.3, "model_tuning": model.get("model_tuning", "instruct"),
+        "model_size_b": model.get("model_size_b", 1.3),
+        "model_tuning": model.get("model_tuning", "instruct"),
         "backend": spec.backend, "dtype": dtype, "quant": quant, "bnb_4bit_quant_type": "fp4",
-        "precision": spec.precision, "benchmark": "humanevalfix", "variant": "tests",
+        "precision": spec.precision, "benchmark": "humanevalfix", "variant": spec.variant,
         "data_sha256": "d" * 64, "limit": None, "template": template, "decoding": spec.decoding,
         "do_sample": sampled, "temperature": 0.8 if sampled else 0.0,
         "top_p": 0.95 if sampled else 1.0, "top_k": 0, "max_length": spec.max_length,
@@ -215,17 +224,70 @@ def write_canonical_store(root: str, problem_set, n_problems: int = 5, buggy=(3,
 
 
 def write_setting(
-    store: Store, spec: Spec, n_problems: int = N_PROBLEMS, benchmark_n_problems: int = N_PROBLEMS
+    store: Store,
+    spec: Spec,
+    n_problems: int = N_PROBLEMS,
+    benchmark_n_problems: int = N_PROBLEMS,
+    tag: str = "",
 ) -> str:
     """One complete setting over the first `n_problems` problems, with the run-time facts a
-    current reprogrid stores (a pilot when `n_problems < benchmark_n_problems`). Returns its key."""
-    key = hashlib.sha256(f"{spec_key(spec)}|{n_problems}".encode()).hexdigest()
+    current reprogrid stores (a pilot when `n_problems < benchmark_n_problems`). Returns its key.
+    `tag` makes another setting of the same cell (e.g. a second imported file)."""
+    key = hashlib.sha256(f"{spec_key(spec)}|{n_problems}{tag}".encode()).hexdigest()
     row = _settings_row(spec, key, n_problems)
     row.update(
         limit=n_problems if n_problems < benchmark_n_problems else None,
-        n_problems=n_problems, benchmark_n_problems=benchmark_n_problems,
-        template_kind=spec.template, model_own_template=MODELS[spec.model]["own"],
-    )  # fmt: skip
+        n_problems=n_problems,
+        benchmark_n_problems=benchmark_n_problems,
+        template_kind=spec.template,
+        model_own_template=MODELS.get(spec.model, {}).get("own", "yi"),
+    )
     store.write_rows("settings", key, [row])
     _write_results(store, spec, key, _passes(spec, key, n_problems))
     return key
+
+
+# ---------------------------------------------------------------------------------------------
+# A store with known effects: the paper's 60-setting grid per model, passes = a model's base
+# plus one offset per axis value (the precision offsets depend on the decoding, so the spread
+# across precisions grows with the temperature by a known amount).
+
+GRID_BASE = {BASE: 30, INST: 60}  # problems solved by the baseline setting
+GRID_OFFSETS: dict[str, dict[Any, int]] = {
+    "template": {"own": 0, "instruct": -6},
+    "decoding": {"greedy": 0, "t0.2": -2, "t0.8": -5},
+    "max_length": {2048: 0, 512: -4},
+}
+PRECISION_OFFSETS = {
+    "greedy": {"bf16": 0, "fp16": 1, "fp32": 2, "int8": -1, "int4": -3},
+    "t0.2": {"bf16": 0, "fp16": 2, "fp32": 3, "int8": -1, "int4": -4},
+    "t0.8": {"bf16": 0, "fp16": 2, "fp32": 4, "int8": -2, "int4": -5},
+}
+
+
+def grid_passes(model: str, template: str, decoding: str, max_length: int, precision: str) -> int:
+    """Problems solved by one setting of `write_grid_store`."""
+    return (
+        GRID_BASE[model]
+        + GRID_OFFSETS["template"][template]
+        + GRID_OFFSETS["decoding"][decoding]
+        + GRID_OFFSETS["max_length"][max_length]
+        + PRECISION_OFFSETS[decoding][precision]
+    )
+
+
+def write_grid_store(root: str, models: tuple[str, ...] = (BASE, INST)) -> dict[str, Spec]:
+    """60 complete settings per model (2 templates x 3 decodings x 2 lengths x 5 precisions,
+    one sample per problem), with the facts a current reprogrid stores; {key: spec}."""
+    store = Store(root)
+    out = {}
+    for model in models:
+        for template in GRID_OFFSETS["template"]:
+            for decoding in GRID_OFFSETS["decoding"]:
+                for length in GRID_OFFSETS["max_length"]:
+                    for precision in PRECISION_OFFSETS[decoding]:
+                        passes = grid_passes(model, template, decoding, length, precision)
+                        spec = Spec(model, template, decoding, length, precision, passes)
+                        out[write_setting(store, spec)] = spec
+    _write_run(store, list(out))
+    return out

@@ -1,4 +1,4 @@
-"""The effect of each setting axis on its own, and the spread across precisions. Pure.
+"""The effect of each setting axis on its own. Pure.
 
 Section 3.1 of the reproducibility study, for whatever settings a store holds.
 
@@ -8,19 +8,22 @@ the setting used the model's own template, else the template's name, see `templa
 `decoding`, `max_length`, `precision` and `backend`; optional context keys (`benchmark`,
 `variant`, `length_semantics`, `limit`) must be equal within a pair.
 
-* **Baseline** (configurable, `parse_baseline`): own template, greedy, max length 2048, bf16
-  (which is bf16 with no quantization). An axis the baseline leaves unset (by default `backend`)
-  may take any value, and is then not itself analysed.
-* **Pair**: for each model, a baseline setting and a setting that differs from it in exactly one
+* **Cell**: the settings of one model that agree on every axis and the context are one cell
+  (they differ only in what the axes do not name: samples per problem, seeds, an imported
+  file). Its score is the mean of theirs, so two baselines, a setting with 1 and with 4 samples,
+  or a repeated import are one measurement, not several.
+* **Baseline** (configurable, `orchestrator.analysis.baseline`): own template, greedy, max
+  length 2048, bf16 (which is bf16 with no quantization). An axis the baseline leaves unset (by
+  default `backend`) may take any value, and is then not itself analysed.
+* **Pair**: for each model, a baseline cell and a cell that differs from it in exactly one
   analysed axis (every other axis and the context equal).
-* **Effect of an axis value**: over its pairs, the mean change in percentage points (signed,
-  setting minus baseline), the mean relative change in percent (signed, change / baseline score;
-  pairs whose baseline scores 0 are left out of it and counted in `n_relative`), and the mean
-  magnitude of the change (mean |change|). Computed over all models and over instruct models only.
-  With a fully pinned baseline each model contributes one pair.
-* **Precision spread**: for each model and each combination of the other axes, the population
-  standard deviation (ddof=0) of the scores across the precision/quantization values present
-  (at least two), summarised per decoding as the mean and the largest of those deviations.
+* **One vote per model**: a model's vote for an axis value is the mean over its pairs for that
+  value of the change (signed, setting minus baseline, percentage points), the relative change
+  (change / baseline score, percent; pairs whose baseline scores 0 are left out) and the
+  magnitude |change|. A model has several pairs for one value only when the baseline frees an
+  axis (e.g. a baseline on hf and one on vLLM).
+* **Effect of an axis value**: the mean of the votes, over all models and over instruct models
+  only; `n_relative` counts the votes with a relative change.
 """
 
 from __future__ import annotations
@@ -28,19 +31,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-AXES = ("template", "decoding", "max_length", "precision", "backend")
+from orchestrator.analysis.baseline import AXES, PRECISION_ORDER
+
 CONTEXT = ("benchmark", "variant", "length_semantics", "limit")
-DEFAULT_BASELINE: dict[str, Any] = {
-    "template": "own",
-    "decoding": "greedy",
-    "max_length": 2048,
-    "precision": "bf16",
-}
-ANY = "*"  # a baseline value meaning "any value; do not analyse this axis"
-PRECISION_ORDER = ("bf16", "fp16", "fp32", "int8", "int4")
 OWN = "own"
+Score = Fraction | float
 
 
 def template_kind(template: str, own_template: str | None) -> str:
@@ -53,26 +51,38 @@ def template_kind(template: str, own_template: str | None) -> str:
     return template if template in ("instruct", "chat") else OWN
 
 
-def parse_baseline(items: Sequence[str], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """`key=value` items over the default baseline; `key=*` frees an axis. Raises ValueError."""
-    baseline = dict(DEFAULT_BASELINE if base is None else base)
-    for item in items:
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not value:
-            raise ValueError(f"baseline item {item!r} must look like key=value")
-        if key not in AXES:
-            raise ValueError(f"Unknown baseline axis {key!r}. Valid: {', '.join(AXES)}")
-        if value == ANY:
-            baseline.pop(key, None)
-        elif key == "max_length":
-            try:
-                baseline[key] = int(value)
-            except ValueError:
-                raise ValueError(f"baseline max_length must be an integer, got {value!r}") from None
-        else:
-            baseline[key] = value
-    return baseline
+@dataclass(frozen=True)
+class Cell:
+    """The settings of one model with the same axes and context, as one measurement."""
+
+    model_name: str
+    tuning: str
+    values: tuple[Any, ...]  # one per axis, in AXES order
+    context: tuple[Any, ...]  # one per CONTEXT key
+    score_pct: Score  # the mean of the settings' scores (exact when they are Fractions)
+    keys: tuple[str, ...]  # the settings' keys, sorted
+
+    def value(self, axis: str) -> Any:
+        return self.values[AXES.index(axis)]
+
+
+def _context(row: Mapping[str, Any]) -> tuple:
+    return tuple(row.get(c) for c in CONTEXT)
+
+
+def cells(rows: Sequence[Mapping[str, Any]]) -> list[Cell]:
+    """The rows grouped into cells (model, axes, context), in a stable order."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["model_name"], r["key"])):
+        ident = (row["model_name"], tuple(row[a] for a in AXES), _context(row))
+        groups.setdefault(ident, []).append(row)
+    out = []
+    for (model, values, context), members in groups.items():
+        scores = [m["score_pct"] for m in members]
+        mean = sum(scores[1:], scores[0]) / len(scores)
+        keys = tuple(sorted(m["key"] for m in members))
+        out.append(Cell(model, members[0]["tuning"], values, context, mean, keys))
+    return out
 
 
 @dataclass(frozen=True)
@@ -82,12 +92,88 @@ class EffectPair:
     axis: str
     value: Any
     baseline_value: Any
-    baseline_key: str
-    key: str
+    baseline_keys: tuple[str, ...]  # the settings of the baseline cell
+    setting_keys: tuple[str, ...]  # the settings of the changed cell
     baseline_pct: float
     score_pct: float
     change_pp: float  # score minus baseline (computed before rounding to float)
     relative_pct: float | None  # change / baseline * 100; None when the baseline is 0
+
+
+def effect_pairs(
+    rows: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]
+) -> list[EffectPair]:
+    """Every (baseline cell, one-axis change) pair per model, in a stable order."""
+    pinned = {a: v for a, v in baseline.items() if a in AXES}
+    by_model: dict[str, list[Cell]] = {}
+    for cell in cells(rows):
+        by_model.setdefault(cell.model_name, []).append(cell)
+    pairs = []
+    for model, model_cells in by_model.items():
+        bases = [c for c in model_cells if all(c.value(a) == v for a, v in pinned.items())]
+        for base in bases:
+            for cell in model_cells:
+                changed = [a for a in AXES if cell.value(a) != base.value(a)]
+                if len(changed) != 1 or changed[0] not in pinned or cell.context != base.context:
+                    continue
+                axis = changed[0]
+                change = cell.score_pct - base.score_pct  # exact when given Fractions
+                relative = change / base.score_pct * 100 if base.score_pct else None
+                pairs.append(
+                    EffectPair(
+                        model_name=model,
+                        tuning=base.tuning,
+                        axis=axis,
+                        value=cell.value(axis),
+                        baseline_value=base.value(axis),
+                        baseline_keys=base.keys,
+                        setting_keys=cell.keys,
+                        baseline_pct=float(base.score_pct),
+                        score_pct=float(cell.score_pct),
+                        change_pp=float(change),
+                        relative_pct=None if relative is None else float(relative),
+                    )
+                )
+    return pairs
+
+
+@dataclass(frozen=True)
+class ModelVote:
+    """One model's say on one axis value: the mean over its pairs for that value."""
+
+    model_name: str
+    tuning: str
+    axis: str
+    value: Any
+    baseline_value: Any
+    n_pairs: int
+    change_pp: float
+    relative_pct: float | None  # None when every baseline of its pairs scored 0
+    abs_change_pp: float
+
+
+def model_votes(pairs: Sequence[EffectPair]) -> list[ModelVote]:
+    """One vote per (model, axis, value), in the pairs' order."""
+    groups: dict[tuple[str, str, Any], list[EffectPair]] = {}
+    for p in pairs:
+        groups.setdefault((p.model_name, p.axis, p.value), []).append(p)
+    votes = []
+    for (model, axis, value), members in groups.items():
+        relative = [p.relative_pct for p in members if p.relative_pct is not None]
+        votes.append(
+            ModelVote(
+                model_name=model,
+                tuning=members[0].tuning,
+                axis=axis,
+                value=value,
+                baseline_value=members[0].baseline_value,
+                n_pairs=len(members),
+                change_pp=statistics.fmean(p.change_pp for p in members),
+                relative_pct=statistics.fmean(relative) if relative else None,
+                abs_change_pp=statistics.fmean(abs(p.change_pp) for p in members),
+            )
+        )
+    return votes
 
 
 @dataclass(frozen=True)
@@ -96,52 +182,16 @@ class EffectRow:
     value: Any
     baseline_value: Any
     group: str  # "all" | "instruct"
-    n_models: int
-    n_pairs: int
+    n_models: int  # votes: each model counts once
+    n_pairs: int  # the pairs behind the votes
     mean_change_pp: float
     mean_relative_change_pct: float | None  # None when every baseline scored 0
-    n_relative: int
+    n_relative: int  # votes with a relative change
     mean_abs_change_pp: float
 
 
-def _context(row: Mapping[str, Any]) -> tuple:
-    return tuple(row.get(c) for c in CONTEXT)
-
-
-def effect_pairs(
-    rows: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]
-) -> list[EffectPair]:
-    """Every (baseline, one-axis change) pair per model, in a stable order."""
-    pinned = {a: v for a, v in baseline.items() if a in AXES}
-    by_model: dict[str, list[Mapping[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["model_name"], r["key"])):
-        by_model.setdefault(row["model_name"], []).append(row)
-    pairs = []
-    for model, model_rows in by_model.items():
-        bases = [r for r in model_rows if all(r[a] == v for a, v in pinned.items())]
-        for base in bases:
-            for row in model_rows:
-                changed = [a for a in AXES if row[a] != base[a]]
-                if len(changed) != 1 or changed[0] not in pinned:
-                    continue
-                if _context(row) != _context(base):
-                    continue
-                axis = changed[0]
-                change = row["score_pct"] - base["score_pct"]  # exact when given Fractions
-                relative = change / base["score_pct"] * 100 if base["score_pct"] else None
-                pairs.append(
-                    EffectPair(
-                        model_name=model, tuning=base["tuning"], axis=axis, value=row[axis],
-                        baseline_value=base[axis], baseline_key=base["key"], key=row["key"],
-                        baseline_pct=float(base["score_pct"]), score_pct=float(row["score_pct"]),
-                        change_pp=float(change),
-                        relative_pct=None if relative is None else float(relative),
-                    )
-                )  # fmt: skip
-    return pairs
-
-
-def _value_order(axis: str, value: Any) -> tuple:
+def value_order(axis: str, value: Any) -> tuple:
+    """Precision in PRECISION_ORDER, numbers ascending, then names."""
     if axis == "precision" and value in PRECISION_ORDER:
         return (0, PRECISION_ORDER.index(value), "")
     if isinstance(value, (int, float)):
@@ -149,93 +199,33 @@ def _value_order(axis: str, value: Any) -> tuple:
     return (2, 0, str(value))
 
 
-def _summary(axis: str, value: Any, group: str, pairs: Sequence[EffectPair]) -> EffectRow:
-    changes = [p.change_pp for p in pairs]
-    relative = [p.relative_pct for p in pairs if p.relative_pct is not None]
+def _summary(axis: str, value: Any, group: str, votes: Sequence[ModelVote]) -> EffectRow:
+    relative = [v.relative_pct for v in votes if v.relative_pct is not None]
     return EffectRow(
         axis=axis,
         value=value,
-        baseline_value=pairs[0].baseline_value,
+        baseline_value=votes[0].baseline_value,
         group=group,
-        n_models=len({p.model_name for p in pairs}),
-        n_pairs=len(pairs),
-        mean_change_pp=statistics.fmean(changes),
+        n_models=len(votes),
+        n_pairs=sum(v.n_pairs for v in votes),
+        mean_change_pp=statistics.fmean(v.change_pp for v in votes),
         mean_relative_change_pct=statistics.fmean(relative) if relative else None,
         n_relative=len(relative),
-        mean_abs_change_pp=statistics.fmean(abs(c) for c in changes),
+        mean_abs_change_pp=statistics.fmean(v.abs_change_pp for v in votes),
     )
 
 
 def summarize_effects(pairs: Sequence[EffectPair]) -> list[EffectRow]:
-    """One row per (axis, value, group); groups "all" and "instruct" (when it has pairs)."""
-    groups: dict[tuple[str, Any], list[EffectPair]] = {}
-    for p in pairs:
-        groups.setdefault((p.axis, p.value), []).append(p)
-    ordered = sorted(groups, key=lambda av: (AXES.index(av[0]), _value_order(*av)))
+    """One row per (axis, value, group); groups "all" and "instruct" (when it has votes)."""
+    groups: dict[tuple[str, Any], list[ModelVote]] = {}
+    for vote in model_votes(pairs):
+        groups.setdefault((vote.axis, vote.value), []).append(vote)
+    ordered = sorted(groups, key=lambda av: (AXES.index(av[0]), value_order(*av)))
     out = []
     for axis, value in ordered:
         members = groups[(axis, value)]
         out.append(_summary(axis, value, "all", members))
-        instruct = [p for p in members if p.tuning == "instruct"]
+        instruct = [v for v in members if v.tuning == "instruct"]
         if instruct:
             out.append(_summary(axis, value, "instruct", instruct))
     return out
-
-
-@dataclass(frozen=True)
-class SpreadGroup:
-    model_name: str
-    tuning: str
-    template: str
-    decoding: str
-    max_length: int
-    backend: str
-    precisions: tuple[str, ...]
-    std_pp: float  # population standard deviation across precisions, percentage points
-    min_pct: float
-    max_pct: float
-
-
-@dataclass(frozen=True)
-class SpreadSummary:
-    decoding: str
-    n_groups: int
-    mean_std_pp: float
-    max_std_pp: float
-
-
-def precision_spread(rows: Sequence[Mapping[str, Any]]) -> list[SpreadGroup]:
-    """Std of the score across precisions, per model and combination of the other axes."""
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        other = tuple(row[a] for a in AXES if a != "precision")
-        groups.setdefault((row["model_name"], other, _context(row)), []).append(row)
-    out = []
-    for (model, _, _), members in sorted(groups.items(), key=lambda kv: repr(kv[0])):
-        if len({m["precision"] for m in members}) < 2:
-            continue
-        scores = [m["score_pct"] for m in members]
-        first = members[0]
-        out.append(
-            SpreadGroup(
-                model_name=model, tuning=first["tuning"], template=first["template"],
-                decoding=first["decoding"], max_length=first["max_length"],
-                backend=first["backend"],
-                precisions=tuple(sorted({m["precision"] for m in members},
-                                        key=lambda p: _value_order("precision", p))),
-                std_pp=float(statistics.pstdev(scores)), min_pct=float(min(scores)),
-                max_pct=float(max(scores)),
-            )
-        )  # fmt: skip
-    return out
-
-
-def summarize_spread(groups: Sequence[SpreadGroup]) -> list[SpreadSummary]:
-    """Per decoding: how many groups, their mean and largest standard deviation."""
-    by_decoding: dict[str, list[float]] = {}
-    for g in groups:
-        by_decoding.setdefault(g.decoding, []).append(g.std_pp)
-    return [
-        SpreadSummary(d, len(stds), statistics.fmean(stds), max(stds))
-        for d, stds in sorted(by_decoding.items())
-    ]

@@ -20,6 +20,10 @@ The rules (Szalontai et al. 2025, Sections 2.2 and 3.2), all in exact rational a
 * **Tuning confusion**: a value reported for a base model that no setting of the base model
   reproduces but a setting of its instruct counterpart (same family and size) does, or the
   reverse. Flagged only when the store holds settings of both models.
+* **Variant confusion**: the same for the benchmark variant. The literature reports one variant
+  (the mapping's `variants`, HumanEvalFixTests); a value that no setting of that variant
+  reproduces but a setting of the same model on another variant (`docs`) does is flagged.
+  Settings of the other variant are joined as that counterpart, never as the model's own.
 """
 
 from __future__ import annotations
@@ -37,6 +41,19 @@ from storage.literature import HUMANEVALFIX_PROBLEMS, LiteratureRow
 Rule = Literal["round", "floor"]
 
 
+class MatchStatus(StrEnum):
+    """What the join says about one literature row (equal to its text)."""
+
+    REPRODUCED = "reproduced"
+    NEAR = "near"
+    NOT_REPRODUCED = "not reproduced"
+    PILOT_ONLY = "only a pilot subset"
+    NO_SETTINGS = "no settings"
+    UNMAPPED = "unmapped"  # the mapping does not list its name
+    NOT_IN_STORE = "not in store"  # mapped, but the store has no setting of the model
+    OTHER_VARIANT_ONLY = "only another variant in store"  # e.g. docs settings of a tests value
+
+
 @dataclass(frozen=True)
 class SettingScore:
     """One measured setting, as the matching rules see it."""
@@ -50,6 +67,8 @@ class SettingScore:
     score: Fraction  # pass@1 as an exact fraction in [0, 1]
     n_problems: int  # problems the setting scored
     n_problems_total: int | None = None  # problems of the benchmark (None: n_problems)
+    variant: str = ""  # the benchmark variant ("tests", "docs"); "" when not known
+    rank: int = 0  # position in the report's grid order: breaks ties between equal matches
 
     @property
     def pilot(self) -> bool:
@@ -58,7 +77,7 @@ class SettingScore:
 
     @property
     def subset(self) -> str:
-        """"subset (10 of 164)" for a pilot, "" otherwise."""
+        """ "subset (10 of 164)" for a pilot, "" otherwise."""
         return f"subset ({self.n_problems} of {self.n_problems_total})" if self.pilot else ""
 
     @property
@@ -134,7 +153,7 @@ class Obtainability:
 
     @property
     def verdict(self) -> str:
-        """"obtainable", "not obtainable" (the source states its sampling), or "not obtainable
+        """ "obtainable", "not obtainable" (the source states its sampling), or "not obtainable
         with one sample per problem" (it does not: the value may come from several samples)."""
         if self.obtainable:
             return "obtainable"
@@ -206,21 +225,32 @@ class Reproduction:
     pilots: tuple[SettingScore, ...] = ()  # subset settings: listed, never compared
 
     @property
-    def status(self) -> str:
+    def status(self) -> MatchStatus:
         if self.reproduced_by:
-            return "reproduced"
+            return MatchStatus.REPRODUCED
         if self.near:
-            return "near"
+            return MatchStatus.NEAR
         if self.closest is not None:
-            return "not reproduced"
-        return "only a pilot subset" if self.pilots else "no settings"
+            return MatchStatus.NOT_REPRODUCED
+        return MatchStatus.PILOT_ONLY if self.pilots else MatchStatus.NO_SETTINGS
+
+    def gap(self, setting: SettingScore) -> Fraction:
+        """The setting's score minus the value, in percentage points (exact)."""
+        return setting.score * 100 - _value(self.value_text)
+
+    def best(self) -> SettingScore | None:
+        """The setting that best explains the value: the reproducing setting closest to it
+        (else the closest setting); among equally close ones, the first in the grid's order.
+        None when only pilots were measured."""
+        pool = [s for s, _ in self.reproduced_by] or ([self.closest] if self.closest else [])
+        return min(pool, key=lambda s: (abs(self.gap(s)), s.rank), default=None)
 
 
 def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduction:
     """Which settings reproduce the value; else which are near; and the closest one. Pilot
     settings (a subset of the problems) are set aside: they are never any of those."""
     value = _value(value_text)
-    ordered = sorted(settings, key=lambda s: (s.model_name, s.label, s.key))
+    ordered = sorted(settings, key=lambda s: (s.model_name, s.rank, s.label, s.key))
     pilots = tuple(s for s in ordered if s.pilot)
     reproduced, near = [], []
     closest, gap = None, None
@@ -246,10 +276,13 @@ def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduct
 
 
 def tuning_confusion(own: Reproduction | None, counterpart: Reproduction | None) -> bool:
-    """The value is not reproduced by its own model's settings but is by the counterpart's."""
-    if own is None or counterpart is None or own.status in ("no settings", "only a pilot subset"):
+    """The value is not reproduced by its own model's settings but is by the counterpart's
+    (the other tuning's model, or the same model on another variant)."""
+    if own is None or counterpart is None:
         return False
-    return own.status != "reproduced" and counterpart.status == "reproduced"
+    if own.status in (MatchStatus.NO_SETTINGS, MatchStatus.PILOT_ONLY):
+        return False
+    return own.status != MatchStatus.REPRODUCED and counterpart.status == MatchStatus.REPRODUCED
 
 
 @dataclass(frozen=True)
@@ -261,13 +294,18 @@ class LiteratureMatch:
     counterpart_model: str | None  # same family and size, the other tuning (in the store)
     counterpart: Reproduction | None
     tuning_confusion: bool
+    other_variant: str | None = None  # the store's other variants of the model ("docs")
+    variant_counterpart: Reproduction | None = None  # the model's settings of those variants
+    variant_confusion: bool = False
 
     @property
-    def status(self) -> str:
+    def status(self) -> MatchStatus:
         if self.model_name is None:
-            return "unmapped"
+            return MatchStatus.UNMAPPED
         if self.own is None:
-            return "not in store"
+            if self.variant_counterpart is not None:
+                return MatchStatus.OTHER_VARIANT_ONLY
+            return MatchStatus.NOT_IN_STORE
         return self.own.status
 
 
@@ -286,130 +324,61 @@ def counterpart_models(model_name: str, settings: Sequence[SettingScore]) -> lis
     )
 
 
+def _partition(
+    settings: Sequence[SettingScore], variants: Sequence[str] | None
+) -> tuple[dict[str, list[SettingScore]], dict[str, list[SettingScore]]]:
+    """Settings by model: of the reported variants, and of the others."""
+    own: dict[str, list[SettingScore]] = {}
+    other: dict[str, list[SettingScore]] = {}
+    for s in settings:
+        reported = variants is None or s.variant in variants
+        (own if reported else other).setdefault(s.model_name, []).append(s)
+    return own, other
+
+
+def _match(
+    row: LiteratureRow,
+    model: str | None,
+    own_by: dict[str, list[SettingScore]],
+    other_by: dict[str, list[SettingScore]],
+    n_problems: int,
+) -> LiteratureMatch:
+    own = counterpart = variant = None
+    partner = other_variant = None
+    if model is not None and model in own_by:
+        own = reproduction(row.score_text, own_by[model])
+        pool_settings = [s for ss in own_by.values() for s in ss]
+        partners = counterpart_models(model, pool_settings)
+        if partners:
+            partner = ", ".join(partners)
+            counterpart = reproduction(row.score_text, [s for p in partners for s in own_by[p]])
+    if model is not None and model in other_by:
+        other_variant = ", ".join(sorted({s.variant for s in other_by[model]}))
+        variant = reproduction(row.score_text, other_by[model])
+    return LiteratureMatch(
+        row=row,
+        model_name=model,
+        obtainability=obtainability(row.score_text, n_problems, row.n_samples),
+        own=own,
+        counterpart_model=partner,
+        counterpart=counterpart,
+        tuning_confusion=tuning_confusion(own, counterpart),
+        other_variant=other_variant,
+        variant_counterpart=variant,
+        variant_confusion=tuning_confusion(own, variant),
+    )
+
+
 def join_literature(
     rows: Sequence[LiteratureRow],
     mapping: Mapping[str, str],
     settings: Sequence[SettingScore],
     n_problems: int = HUMANEVALFIX_PROBLEMS,
+    variants: Sequence[str] | None = None,
 ) -> list[LiteratureMatch]:
-    """One match per literature row, in the rows' order (nothing is dropped)."""
-    by_model: dict[str, list[SettingScore]] = {}
-    for s in settings:
-        by_model.setdefault(s.model_name, []).append(s)
-    out = []
-    for row in rows:
-        model = mapping.get(row.model)
-        own = counterpart = None
-        partner = None
-        confused = False
-        if model is not None and model in by_model:
-            own = reproduction(row.score_text, by_model[model])
-            partners = counterpart_models(model, settings)
-            if partners:
-                partner = ", ".join(partners)
-                pool = [s for p in partners for s in by_model[p]]
-                counterpart = reproduction(row.score_text, pool)
-                confused = tuning_confusion(own, counterpart)
-        out.append(
-            LiteratureMatch(
-                row=row,
-                model_name=model,
-                obtainability=obtainability(row.score_text, n_problems, row.n_samples),
-                own=own,
-                counterpart_model=partner,
-                counterpart=counterpart,
-                tuning_confusion=confused,
-            )
-        )
-    return out
+    """One match per literature row, in the rows' order (nothing is dropped).
 
-
-# ---------------------------------------------------------------------------------------------
-# Flat records for the report's tables
-
-
-def _labels(settings: Sequence[SettingScore]) -> str:
-    return "; ".join(f"{s.model_name}: {s.label}" for s in settings)
-
-
-def match_record(m: LiteratureMatch) -> dict[str, object]:
-    """One literature row joined with the store, as a flat record (the comparison table)."""
-    own, other = m.own, m.counterpart
-    closest = own.closest if own is not None else None
-    return {
-        "model_name": m.model_name,
-        "literature_model": m.row.model,
-        "tuning": m.row.tuning,
-        "reported": m.row.score_text,
-        "source_id": m.row.source_id,
-        "location": m.row.table_or_location,
-        "found_via": m.row.found_via,
-        "n_samples_reported": m.row.n_samples,
-        "obtainable": m.obtainability.obtainable,
-        "obtainability": m.obtainability.verdict,
-        "obtainable_as": m.obtainability.describe(),
-        "status": m.status,
-        "tuning_confusion": m.tuning_confusion,
-        "n_reproducing": len(own.reproduced_by) if own else 0,
-        "reproduced_by": "; ".join(f"{s.label} [{rule}]" for s, rule in own.reproduced_by)
-        if own
-        else "",
-        "reproduced_by_keys": " ".join(s.key for s, _ in own.reproduced_by) if own else "",
-        "near": "; ".join(s.label for s in own.near) if own else "",
-        "closest_setting": closest.label if closest else None,
-        "closest_pct": closest.pct if closest else None,
-        "closest_gap_pp": own.closest_gap_pp if own else None,
-        "closest_key": closest.key if closest else None,
-        "counterpart_model": m.counterpart_model,
-        "counterpart_reproduced_by": _labels([s for s, _ in other.reproduced_by]) if other else "",
-        "pilots": pilot_note(own.pilots) if own else "",
-        "line": m.row.line,
-    }
-
-
-def pilot_note(pilots: Sequence[SettingScore]) -> str:
-    """Why pilot settings got no verdict: "not compared (a subset of the problems): <label>
-    subset (10 of 164); ..." ("" without pilots)."""
-    if not pilots:
-        return ""
-    listed = "; ".join(f"{s.label} {s.subset}" for s in pilots)
-    return f"not compared (a subset of the problems): {listed}"
-
-
-def obtainability_counts(matches: Sequence[LiteratureMatch]) -> dict[str, int]:
-    """How many reported values each obtainability rule gives (the report's note)."""
-    counts = {"values": len(matches), "obtainable": 0, "not obtainable": 0,
-              "not obtainable with one sample per problem": 0}  # fmt: skip
-    for m in matches:
-        counts[m.obtainability.verdict] += 1
-    return counts
-
-
-def unmatched_record(m: LiteratureMatch) -> dict[str, object]:
-    """A literature row the store cannot answer: unmapped, or its model was not run."""
-    return {
-        "literature_model": m.row.model,
-        "model_family": m.row.model_family,
-        "size_b": m.row.size_b,
-        "tuning": m.row.tuning,
-        "reported": m.row.score_text,
-        "source_id": m.row.source_id,
-        "status": m.status,
-        "model_name": m.model_name,
-        "line": m.row.line,
-    }
-
-
-def unobtainable_record(m: LiteratureMatch) -> dict[str, object]:
-    """A reported value no k/(problems x samples) gives."""
-    return {
-        "literature_model": m.row.model,
-        "reported": m.row.score_text,
-        "source_id": m.row.source_id,
-        "location": m.row.table_or_location,
-        "obtainability": m.obtainability.verdict,
-        "n_samples_reported": m.row.n_samples,
-        "nearest": m.obtainability.describe(),
-        "setting_notes": m.row.setting_notes,
-        "line": m.row.line,
-    }
+    `variants`: the benchmark variants the literature reports (the mapping's); settings of
+    other variants are each model's variant counterpart. None: every setting is of them."""
+    own_by, other_by = _partition(settings, variants)
+    return [_match(row, mapping.get(row.model), own_by, other_by, n_problems) for row in rows]

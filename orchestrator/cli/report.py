@@ -34,7 +34,11 @@ def _register_report(sub) -> None:
         description="Join a store's scores with the literature values and write the report.",
     )
     p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
-    p.add_argument("--out", default=None, help="output folder (default: <store>/report)")
+    out_help = (
+        "output folder (default: <store>-report next to the store, ./report for an object-store "
+        "URI; the report never writes into the store)"
+    )
+    p.add_argument("--out", default=None, help=out_help)
     p.add_argument(
         "--format", default=",".join(FORMATS), metavar="FORMATS",
         help=f"comma list of {', '.join(FORMATS)} (default: all)",
@@ -116,13 +120,15 @@ def _register_import(sub) -> None:
 
 
 def _default_out(store: str) -> str:
+    """Next to the store, never inside it (the store holds only what its writer wrote)."""
     if "://" in store:
         return "report"  # object stores: the report goes to the working folder
-    return f"{store.rstrip('/')}/report"
+    path = Path(store).resolve() if Path(store).name in ("", ".", "..") else Path(store)
+    return str(path.parent / f"{path.name}-report")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from orchestrator.analysis.effects import parse_baseline
+    from orchestrator.analysis.baseline import parse_baseline
     from orchestrator.report.build import build_report
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
@@ -144,10 +150,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     paths = write_report(data, args.out or _default_out(args.store), formats)
     for note in data.notes:
         _out(f"note: {note}")
-    literature = data.table("literature")
-    if not literature.empty:
-        counts = literature["status"].value_counts().to_dict()
-        _out("literature: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    answers = data.table("answers")
+    if not answers.empty:
+        counts = answers["verdict"].value_counts().to_dict()
+        _out("answers: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for path in paths:
         _out(str(path))
     return 0

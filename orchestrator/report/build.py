@@ -8,7 +8,6 @@ in docs/report.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,22 +15,38 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.baseline import AXES, check_baseline_in_store
 from orchestrator.analysis.effects import (
     EffectPair,
+    EffectRow,
+    cells,
     effect_pairs,
-    precision_spread,
     summarize_effects,
-    summarize_spread,
 )
-from orchestrator.analysis.literature import (
-    LiteratureMatch,
-    join_literature,
+from orchestrator.analysis.literature import LiteratureMatch, join_literature
+from orchestrator.analysis.literature_records import (
+    MATCH_COLUMNS,
+    UNMATCHED_COLUMNS,
+    UNOBTAINABLE_COLUMNS,
     match_record,
     obtainability_counts,
     unmatched_record,
     unobtainable_record,
 )
-from orchestrator.report.data import ModelLiterature, ReportData, ReportOptions, ReportTable
+from orchestrator.analysis.spread import (
+    SpreadGroup,
+    SpreadSummary,
+    precision_spread,
+    summarize_spread,
+)
+from orchestrator.report.answers import answers_frame, no_answers_reason
+from orchestrator.report.data import (
+    ModelLiterature,
+    ReportData,
+    ReportedValue,
+    ReportOptions,
+    ReportTable,
+)
 from orchestrator.report.grid import (
     KIND_STORED,
     grid_frame,
@@ -39,48 +54,38 @@ from orchestrator.report.grid import (
     read_frame,
     setting_scores,
 )
-from storage.literature import (
-    load_default_literature,
-    load_literature,
-)
-from storage.schema import RunStatus, SettingStatus
+from orchestrator.report.pivot import pivot_table
+from orchestrator.report.provenance import provenance_tables, skipped_table
+from storage.literature import LiteratureMapping, load_default_literature, load_literature
+from storage.schema import SettingStatus
 from storage.store import Store
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LITERATURE = "reprogrid:humanevalfix-python.csv"
-LIMIT_COLUMNS = (
-    "model_name", "template_kind", "decoding", "max_length", "precision", "backend",
-    "n_problems", "n_samples", "n_prompt_truncated", "n_hit_length_limit", "n_decode_mismatch",
-    "setting_key",
-)  # fmt: skip
-SKIP_COLUMNS = (
-    "model_name", "status", "template", "decoding", "max_length", "precision", "backend",
-    "error_type", "status_reason", "attempts", "setting_key",
-)  # fmt: skip
-PROVENANCE_COLUMNS = (
-    "model_name", "model_repo_id", "model_revision", "backend", "backend_version", "device",
-    "effective_dtype", "tokenizer_sha256", "chat_template_sha256", "data_sha256", "hostname",
-    "library_versions",
-)  # fmt: skip
-RUN_COLUMNS = (
-    "run_id", "command", "started_at", "finished_at", "status", "git_revision", "hostname",
-    "n_generated", "n_executed", "cluster_address", "library_versions", "data_sources_json",
-)  # fmt: skip
+LIMIT_COLUMNS = tuple(
+    """model_name template_kind decoding max_length precision backend n_problems n_samples
+    n_prompt_truncated n_hit_length_limit n_decode_mismatch setting_key""".split()
+)
+NO_SCORES = "The store holds no complete setting with a score."
 
 
 # ---------------------------------------------------------------------------------------------
 # Tables
 
 
-def _records(items: Sequence[Any]) -> pd.DataFrame:
-    """A DataFrame from dataclass instances (tuples become comma lists)."""
+def _records(items: Sequence[Any], kind: type) -> pd.DataFrame:
+    """A DataFrame from dataclass instances of `kind` (tuples become space-separated lists);
+    with no items, the columns still."""
+    columns = [f.name for f in dataclasses.fields(kind)]
     rows = [
-        {k: ",".join(map(str, v)) if isinstance(v, tuple) else v
-         for k, v in dataclasses.asdict(i).items()}
+        {
+            k: " ".join(map(str, v)) if isinstance(v, tuple) else v
+            for k, v in dataclasses.asdict(i).items()
+        }
         for i in items
-    ]  # fmt: skip
-    return pd.DataFrame(rows)
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _grid_tables(grid: pd.DataFrame) -> list[ReportTable]:
@@ -91,47 +96,67 @@ def _grid_tables(grid: pd.DataFrame) -> list[ReportTable]:
         | (shown["n_decode_mismatch"].fillna(0) > 0)
     )
     limits = shown.loc[hit, list(LIMIT_COLUMNS)].reset_index(drop=True)
-    return [ReportTable("grid", shown, group_by="model_name"), ReportTable("length_limits", limits)]
+    no_limits = (
+        "No prompt was truncated, no generation hit the length limit and no harness slice was "
+        "misaligned."
+    )
+    return [
+        ReportTable("grid", shown, group_by="model_name", empty_reason=NO_SCORES),
+        ReportTable("length_limits", limits, empty_reason=NO_SCORES if grid.empty else no_limits),
+    ]
+
+
+def _literature_figure(answers: pd.DataFrame, grid: pd.DataFrame) -> list[ModelLiterature]:
+    figure = []
+    for model, part in answers.groupby("model_name", sort=True) if len(answers) else []:
+        scores = grid.loc[grid["model_name"] == model, "score_pct"].dropna()
+        reported = tuple(
+            ReportedValue(r["reported"], r["source_id"], r["verdict"])
+            for r in part.to_dict("records")
+        )
+        figure.append(ModelLiterature(str(model), tuple(float(s) for s in scores), reported))
+    return figure
 
 
 def _literature_tables(
-    matches: Sequence[LiteratureMatch], grid: pd.DataFrame
+    matches: Sequence[LiteratureMatch], grid: pd.DataFrame, mapping: LiteratureMapping
 ) -> tuple[list[ReportTable], list[ModelLiterature]]:
-    compared = sorted((m for m in matches if m.own is not None),
-                      key=lambda m: (m.model_name or "", m.row.line))  # fmt: skip
-    unobtainable = [m for m in matches if not m.obtainability.obtainable]
+    compared = sorted(
+        (m for m in matches if m.own is not None), key=lambda m: (m.model_name or "", m.row.line)
+    )
+    unmatched = [unmatched_record(m) for m in matches if m.own is None]
+    unobtainable = [unobtainable_record(m) for m in matches if not m.obtainability.obtainable]
+    reason = no_answers_reason(grid, matches, mapping)
+    answers = answers_frame(matches, grid)
     tables = [
-        ReportTable("literature", pd.DataFrame([match_record(m) for m in compared])),
+        ReportTable("answers", answers, group_by="model_name", empty_reason=reason),
+        ReportTable(
+            "literature",
+            pd.DataFrame([match_record(m) for m in compared], columns=list(MATCH_COLUMNS)),
+            group_by="model_name",
+            empty_reason=reason,
+        ),
         ReportTable(
             "literature_unmatched",
-            pd.DataFrame([unmatched_record(m) for m in matches if m.own is None]),
+            pd.DataFrame(unmatched, columns=list(UNMATCHED_COLUMNS)),
+            empty_reason="Every literature row names a model of this store.",
         ),
-        ReportTable("unobtainable", pd.DataFrame([unobtainable_record(m) for m in unobtainable])),
+        ReportTable(
+            "unobtainable",
+            pd.DataFrame(unobtainable, columns=list(UNOBTAINABLE_COLUMNS)),
+            empty_reason="Every reported value is some k/(problems x samples).",
+        ),
     ]
-    figure = []
-    for model in sorted({m.model_name for m in compared if m.model_name}):
-        scores = grid.loc[grid["model_name"] == model, "score_pct"].dropna()
-        reported = tuple(
-            (
-                m.row.score_pct,
-                m.row.source_id,
-                "tuning confusion" if m.tuning_confusion else m.status,
-            )
-            for m in compared
-            if m.model_name == model
-        )
-        figure.append(ModelLiterature(model, tuple(float(s) for s in scores), reported))
-    return tables, figure
+    return tables, _literature_figure(answers, grid)
 
 
 def _none_if_nan(value: Any) -> Any:
     return None if value is None or (isinstance(value, float) and value != value) else value
 
 
-def _effect_tables(
-    grid: pd.DataFrame, baseline: Mapping[str, Any]
-) -> tuple[list[ReportTable], list[EffectPair]]:
-    rows = [
+def _effect_rows(grid: pd.DataFrame) -> list[dict[str, Any]]:
+    """The grid as the effects and spread functions read it (score exact, template kind)."""
+    return [
         {
             "key": r["setting_key"],
             "model_name": r["model_name"],
@@ -146,71 +171,59 @@ def _effect_tables(
             "length_semantics": r["length_semantics"],
             "limit": _none_if_nan(r["limit"]),
             "score_pct": r["exact"] * 100,
-        }  # fmt: skip
+        }
         for r in grid.to_dict("records")
         if r["exact"] is not None
     ]
+
+
+def _effect_tables(
+    rows: Sequence[dict[str, Any]], baseline: Mapping[str, Any]
+) -> tuple[list[ReportTable], list[EffectPair]]:
     pairs = effect_pairs(rows, baseline)
     spread = precision_spread(rows)
+    base = " ".join(f"{k}={v}" for k, v in baseline.items())
+    no_pairs = (
+        f"No model has a baseline setting ({base}) and a setting that changes one axis of it; "
+        "choose another baseline with --baseline KEY=VALUE."
+    )
+    no_spread = "No model has two settings that differ only in precision."
+    if not rows:
+        no_pairs = no_spread = NO_SCORES
     tables = [
-        ReportTable("effects", _records(summarize_effects(pairs))),
-        ReportTable("effect_pairs", _records(pairs)),
-        ReportTable("precision_spread", _records(summarize_spread(spread))),
-        ReportTable("precision_spread_by_model", _records(spread)),
+        ReportTable(
+            "effects", _records(summarize_effects(pairs), EffectRow), empty_reason=no_pairs
+        ),
+        ReportTable("effect_pairs", _records(pairs, EffectPair), empty_reason=no_pairs),
+        ReportTable(
+            "precision_spread",
+            _records(summarize_spread(spread), SpreadSummary),
+            empty_reason=no_spread,
+        ),
+        ReportTable(
+            "precision_spread_by_model", _records(spread, SpreadGroup), empty_reason=no_spread
+        ),
     ]
     return tables, pairs
-
-
-def _skipped_table(settings: pd.DataFrame) -> ReportTable:
-    frame = settings[settings["status"].isin(["skipped", "failed"])] if len(settings) else settings
-    frame = frame.reindex(columns=list(SKIP_COLUMNS))
-    frame = frame.sort_values(["status", "model_name", "setting_key"]).reset_index(drop=True)
-    return ReportTable("skipped_failed", frame)
-
-
-def parse_json_field(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except (json.JSONDecodeError, TypeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _versions(text: str | None) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(parse_json_field(text).items()))
-
-
-def _provenance_tables(
-    settings: pd.DataFrame, runs: pd.DataFrame, writer_active: bool
-) -> list[ReportTable]:
-    done = settings[settings["status"] == "complete"].copy() if len(settings) else settings.copy()
-    done["library_versions"] = [_versions(t) for t in done.get("library_versions_json", [])]
-    cols = list(PROVENANCE_COLUMNS)
-    done = done.reindex(columns=cols).astype(object).fillna("")
-    grouped = done.groupby(cols, dropna=False).size().reset_index(name="n_settings")
-    runs = runs.copy()
-    if not writer_active and len(runs):  # a `running` run without its writer was killed
-        dead = runs["status"] == RunStatus.RUNNING.value
-        runs.loc[dead, "status"] = RunStatus.INTERRUPTED.value
-    runs["library_versions"] = [_versions(t) for t in runs.get("library_versions_json", [])]
-    runs = runs.reindex(columns=list(RUN_COLUMNS)).sort_values("started_at")
-    return [
-        ReportTable("provenance_settings", grouped),
-        ReportTable("provenance_runs", runs.reset_index(drop=True)),
-    ]
 
 
 def _notes(
     settings: pd.DataFrame,
     grid: pd.DataFrame,
     matches: Sequence[LiteratureMatch],
-    baseline: Mapping[str, Any],
+    rows: Sequence[dict[str, Any]],
     n_pairs: int,
 ) -> list[str]:
     notes = _trust_notes(grid, matches)
     answered = {m.model_name for m in matches if m.own is not None}
+    other_variant = {m.model_name: m.other_variant for m in matches if m.own is None}
     for model in sorted(set(grid["model_name"])) if len(grid) else []:
-        if model not in answered:
+        if model in other_variant and other_variant[model]:
+            notes.append(
+                f"literature rows for model {model} report another variant than the store's "
+                f"({other_variant[model]}): no answers, see the unmatched literature rows"
+            )
+        elif model not in answered:
             notes.append(f"no literature rows for model {model}")
     if len(settings):
         n = int((settings["status"] == SettingStatus.RUNNING.value).sum())
@@ -219,10 +232,15 @@ def _notes(
     if grid.empty:
         notes.append("the store holds no complete settings with a score")
     elif not n_pairs:
-        base = " ".join(f"{k}={v}" for k, v in baseline.items())
+        notes.append("no effects: no model has a baseline setting and a one-axis change of it")
+    shared = [c for c in cells(rows) if len(c.keys) > 1]
+    if shared:
+        models = ", ".join(sorted({c.model_name for c in shared}))
         notes.append(
-            f"no effects: no model has a baseline setting ({base}) and a setting that changes "
-            "one axis of it; choose another baseline with --baseline KEY=VALUE"
+            f"{len(shared)} cell(s) hold several settings of one model ({models}: same "
+            "template, decoding, max length, precision and backend, e.g. other samples per "
+            "problem or another imported file): effects and spreads count each cell once, at "
+            "the mean of its settings (one vote per model)"
         )
     return notes
 
@@ -255,30 +273,45 @@ def _trust_notes(grid: pd.DataFrame, matches: Sequence[LiteratureMatch]) -> list
     return notes
 
 
+def _axis_values(rows: Sequence[dict[str, Any]]) -> dict[str, set[Any]]:
+    return {axis: {r[axis] for r in rows} for axis in AXES}
+
+
 def build_report(store_uri: str, options: ReportOptions | None = None) -> ReportData:
-    """Read the store and compute every table of the report (see docs/report.md)."""
+    """Read the store and compute every table of the report (see docs/report.md). Raises
+    BaselineError (a ValueError) for a baseline value no setting of the store has."""
     options = options or ReportOptions()
     store = Store(store_uri)
     settings = read_frame(store, "settings")
     grid = grid_frame(store, settings, options)
+    rows = _effect_rows(grid)
+    check_baseline_in_store(options.baseline, _axis_values(rows))
     if options.literature_path:
-        rows = load_literature(options.literature_path)
+        literature_rows = load_literature(options.literature_path)
     else:
-        rows = load_default_literature()
+        literature_rows = load_default_literature()
     mapping = load_mapping(options.mapping_path)
     scores = setting_scores(grid, mapping)
-    matches = join_literature(rows, mapping.models, scores, mapping.n_problems)
-    literature, figure = _literature_tables(matches, grid)
-    effects, pairs = _effect_tables(grid, options.baseline)
+    matches = join_literature(
+        literature_rows, mapping.models, scores, mapping.n_problems, mapping.variants
+    )
+    literature, figure = _literature_tables(matches, grid, mapping)
+    effects, pairs = _effect_tables(rows, options.baseline)
+    runs = read_frame(store, "runs")
     tables = [
-        *_grid_tables(grid), *literature, *effects, _skipped_table(settings),
-        *_provenance_tables(settings, read_frame(store, "runs"), store.writer_active()),
-    ]  # fmt: skip
+        literature[0],
+        pivot_table(grid, NO_SCORES),
+        *literature[1:],
+        *effects,
+        *_grid_tables(grid),
+        skipped_table(settings),
+        *provenance_tables(settings, runs, store.writer_active()),
+    ]
     return ReportData(
         store=store_uri,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tuple(tables),
-        notes=tuple(_notes(settings, grid, matches, options.baseline, len(pairs))),
+        notes=tuple(_notes(settings, grid, matches, rows, len(pairs))),
         literature_figure=tuple(figure),
         effect_pairs=tuple(pairs),
         options={
@@ -287,7 +320,7 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
             "confidence": options.confidence,
             "seed": options.seed,
             "literature": options.literature_path or DEFAULT_LITERATURE,
-            "literature_rows": len(rows),
+            "literature_rows": len(literature_rows),
             "mapping": mapping.source,
             "mapping_benchmark": mapping.benchmark,
             "mapping_variants": list(mapping.variants),

@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.effects import DEFAULT_BASELINE, EffectPair
+from orchestrator.analysis.baseline import DEFAULT_BASELINE
+from orchestrator.analysis.effects import EffectPair
 from orchestrator.analysis.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 # A model's own template by model name, for settings rows that do not record their template
@@ -33,9 +34,25 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportTable:
-    name: str  # file stem (<name>.csv), JSON key; titles live in render.TABLES
+    name: str  # file stem (<name>.csv), JSON key; titles live in display.TABLES
     frame: pd.DataFrame
     group_by: str | None = None  # md/html/tex: one sub-table per value of this column
+    empty_reason: str = ""  # shown instead of an empty table: why it has no rows
+    # html: hover text per cell (same index and columns as `frame`; None or "" for none)
+    hover: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class ReportedValue:
+    """A literature value as Figure 1 marks it."""
+
+    value_text: str  # as printed, e.g. "16.4"
+    source_id: str
+    status: str  # a Verdict value: the marker's colour and shape
+
+    @property
+    def value(self) -> float:
+        return float(self.value_text)
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class ModelLiterature:
 
     model_name: str
     scores_pct: tuple[float, ...]
-    reported: tuple[tuple[float, str, str], ...]  # (value, source id, status)
+    reported: tuple[ReportedValue, ...]
 
 
 @dataclass(frozen=True)

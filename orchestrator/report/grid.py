@@ -49,9 +49,7 @@ def load_mapping(path: str | None = None) -> LiteratureMapping:
     return load_literature_mapping(path) if path else load_default_mapping()
 
 
-def own_templates(
-    model_names: Sequence[str], lookup: OwnTemplateLookup
-) -> dict[str, str | None]:
+def own_templates(model_names: Sequence[str], lookup: OwnTemplateLookup) -> dict[str, str | None]:
     """Each model's own template by `lookup` (None if unknown)."""
     return {name: lookup(name) for name in model_names}
 
@@ -97,7 +95,7 @@ def _kind(setting: Mapping[str, Any], own: str | None) -> tuple[str, str]:
 
 
 def subset_label(n_problems: Any, total: Any, limit: Any) -> str:
-    """"subset (10 of 164)" when a setting covers fewer problems than its benchmark holds
+    """ "subset (10 of 164)" when a setting covers fewer problems than its benchmark holds
     ("subset (limit 10)" when an older store did not record the total), else ""."""
     if present(total) and present(n_problems) and int(n_problems) < int(total):
         return f"subset ({int(n_problems)} of {int(total)})"
@@ -113,7 +111,7 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
     total = setting.get("benchmark_n_problems")
     row.update(
         template_kind=kind, template_kind_from=kind_from,
-        benchmark_n_problems=int(total) if present(total) else None,
+        benchmark_n_problems=int(total) if total is not None and present(total) else None,
         subset=subset_label(score.get("n_problems"), total, setting.get("limit")),
         metric=score.get("metric"),
         score_pct=float(exact * 100) if exact is not None else None,
@@ -152,20 +150,28 @@ def grid_frame(store: Store, settings: pd.DataFrame, options: ReportOptions) -> 
     return frame.drop(columns=["_p", "_t"]).reset_index(drop=True)
 
 
+def template_label(row: Mapping[str, Any]) -> str:
+    """The template kind, with the template's name when it is the model's own: "own(deepseek)",
+    "instruct"."""
+    kind = row["template_kind"]
+    return kind if kind != "own" else f"own({row['template']})"
+
+
 def setting_label(row: Mapping[str, Any]) -> str:
     """Template, decoding, max length, precision, backend: "own(deepseek) greedy 2048 bf16 hf"."""
-    kind = row["template_kind"]
-    template = kind if kind != "own" else f"own({row['template']})"
-    return f"{template} {row['decoding']} {row['max_length']} {row['precision']} {row['backend']}"
+    axes = (row["decoding"], row["max_length"], row["precision"], row["backend"])
+    return " ".join([template_label(row), *map(str, axes)])
 
 
 def setting_scores(grid: pd.DataFrame, mapping: LiteratureMapping) -> list[SettingScore]:
-    """The grid rows that the literature describes (its benchmark and variants, pass@1). A
-    row's benchmark total is what the store recorded, else the literature's problem count: a
-    setting over fewer problems is a pilot, which the join never gives a verdict."""
+    """The grid rows of the benchmark the literature describes (pass@1), every variant: those
+    of the mapping's variants answer a reported value, the others are its variant counterpart.
+    A row's benchmark total is what the store recorded, else the literature's problem count: a
+    setting over fewer problems is a pilot, which the join never gives a verdict. `rank` is
+    the row's position in the grid (the order that breaks ties between equal matches)."""
     out = []
-    for row in grid.to_dict("records"):
-        if row["benchmark"] != mapping.benchmark or row["variant"] not in mapping.variants:
+    for rank, row in enumerate(grid.to_dict("records")):
+        if row["benchmark"] != mapping.benchmark:
             continue
         if row["metric"] != "pass@1" or row["exact"] is None:
             continue
@@ -177,6 +183,7 @@ def setting_scores(grid: pd.DataFrame, mapping: LiteratureMapping) -> list[Setti
                 tuning=row["model_tuning"], label=setting_label(row), score=row["exact"],
                 n_problems=int(row["n_problems"] or mapping.n_problems),
                 n_problems_total=int(total) if present(total) else mapping.n_problems,
+                variant=str(row["variant"]), rank=rank,
             )
         )  # fmt: skip
     return out

@@ -4,16 +4,21 @@ from fractions import Fraction
 
 import pytest
 
+from orchestrator.analysis.answers import Verdict, answer
 from orchestrator.analysis.literature import (
+    MatchStatus,
     SettingScore,
     decimals_of,
     join_literature,
-    match_record,
     match_rule,
     obtainability,
-    obtainability_counts,
     reproduction,
     tuning_confusion,
+)
+from orchestrator.analysis.literature_records import (
+    MATCH_COLUMNS,
+    match_record,
+    obtainability_counts,
 )
 from storage.literature import LiteratureRow
 
@@ -22,11 +27,22 @@ def row(model: str, score: str, tuning: str = "base", line: int = 2) -> Literatu
     return LiteratureRow(line, model, "Fam", "1.3", tuning, score, "src", "title", "T1", "", "x")
 
 
-def setting(model: str, k: int, n: int = 164, tuning: str = "base", label: str = "s",
-            family: str = "fam", size: float = 1.3, samples: int = 1) -> SettingScore:  # fmt: skip
+def setting(
+    model: str,
+    k: int,
+    n: int = 164,
+    tuning: str = "base",
+    label: str = "s",
+    family: str = "fam",
+    size: float = 1.3,
+    samples: int = 1,
+    variant: str = "tests",
+    rank: int = 0,
+) -> SettingScore:
     return SettingScore(
-        key=f"{model}-{label}", model_name=model, model_family=family, model_size_b=size,
-        tuning=tuning, label=label, score=Fraction(k, n * samples), n_problems=n,
+        key=f"{model}-{label}-{variant}", model_name=model, model_family=family,
+        model_size_b=size, tuning=tuning, label=label, score=Fraction(k, n * samples),
+        n_problems=n, variant=variant, rank=rank,
     )  # fmt: skip
 
 
@@ -203,9 +219,12 @@ def test_unknown_sampling_is_never_called_plainly_unobtainable():
 
 
 def test_the_join_uses_the_rows_stated_sampling():
-    rows = [LiteratureRow(2, "StarCoder", "f", "15.5", "base", "8.7", "octopack", "t", "T", "",
-                          "x", n_samples=20),
-            LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x")]
+    rows = [
+        LiteratureRow(
+            2, "StarCoder", "f", "15.5", "base", "8.7", "octopack", "t", "T", "", "x", n_samples=20
+        ),
+        LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x"),
+    ]
     matches = join_literature(rows, {}, [])
     assert [m.obtainability.verdict for m in matches] == [
         "obtainable", "not obtainable with one sample per problem"]  # fmt: skip
@@ -241,3 +260,81 @@ def test_the_join_lists_pilots_with_the_reason_and_gives_them_no_verdict():
     only = match_record(join_literature(rows, {"M": "m"}, [pilot("m", 3, 10)])[0])
     assert only["status"] == "only a pilot subset" and only["n_reproducing"] == 0
     assert only["closest_setting"] is None
+
+
+# -- answers: verdicts, variant confusion, the best-matching setting -----------------------------
+
+
+def test_the_best_setting_is_the_closest_reproducing_one_then_the_grids_first():
+    settings = [
+        setting("m", 27, label="far", rank=3),  # 16.46: floors to 16.4
+        setting("m", 27, label="tie", rank=1),  # the same score, earlier in the grid
+        setting("m", 30, label="other", rank=0),  # 18.29: not reproduced
+    ]
+    result = reproduction("16.4", settings)
+    assert [s.label for s, _ in result.reproduced_by] == ["tie", "far"]  # grid order
+    assert result.best().label == "tie"
+    assert float(result.gap(result.best())) == pytest.approx(2700 / 164 - 16.4)
+    near = reproduction("18.0", settings)  # nothing gives 18.0: the closest (18.29) is best
+    assert near.status == MatchStatus.NEAR and near.best().label == "other"
+
+
+def test_a_value_only_the_docs_variant_reproduces_is_a_variant_confusion():
+    settings = [
+        setting("m", 10, label="tests-own"),
+        setting("m", 27, label="docs-own", variant="docs"),
+    ]
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, settings, variants=("tests",))
+    assert match.status == MatchStatus.NOT_REPRODUCED  # its own variant's verdict
+    assert match.other_variant == "docs" and match.variant_confusion
+    assert not match.tuning_confusion
+    got = answer(match)
+    assert got.verdict is Verdict.VARIANT_CONFUSION and got.n_reproducing == 1
+    assert got.setting.label == "docs-own" and got.setting.variant == "docs"
+    assert got.text == "variant confusion: reproduced by 1 setting of the docs variant"
+    record = match_record(match)
+    assert list(record) == list(MATCH_COLUMNS)
+    assert record["other_variant_reproduced_by"] == "m: docs-own"
+
+
+def test_the_docs_variant_is_never_the_models_own_and_needs_its_tests_settings():
+    docs_only = [setting("m", 27, label="docs-own", variant="docs")]
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, docs_only, variants=("tests",))
+    assert match.own is None and match.status == MatchStatus.OTHER_VARIANT_ONLY
+    assert answer(match) is None
+    both = docs_only + [setting("m", 27, label="tests-own")]
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, both, variants=("tests",))
+    assert answer(match).verdict is Verdict.REPRODUCED and not match.variant_confusion
+
+
+@pytest.mark.parametrize(
+    ("own_k", "partner_k", "docs_k", "verdict", "text"),
+    [
+        ((27, 27), (), (), Verdict.REPRODUCED, "reproduced by 2 settings"),
+        (
+            (10,),
+            (27,),
+            (27,),
+            Verdict.TUNING_CONFUSION,
+            "tuning confusion: reproduced by 1 setting of dsc-1.3b-instruct",
+        ),
+        ((26,), (), (), Verdict.NEAR, "near"),
+        ((10,), (), (), Verdict.NOT_REPRODUCED, "not reproduced"),
+    ],
+)
+def test_answer_verdicts(own_k, partner_k, docs_k, verdict, text):
+    settings = [setting(BASE, k, label=f"own{i}") for i, k in enumerate(own_k)]
+    settings += [setting(INST, k, tuning="instruct", label="p") for k in partner_k]
+    settings += [setting(BASE, k, label="d", variant="docs") for k in docs_k]
+    [match] = join_literature([row("B", "16.4")], {"B": BASE}, settings, variants=("tests",))
+    got = answer(match)
+    assert got.verdict is verdict and got.text == text
+    expected_gap = float(got.setting.score * 100 - Fraction(164, 10))
+    assert got.gap_pp == pytest.approx(expected_gap)
+
+
+def test_a_pilot_only_value_has_no_best_setting():
+    [match] = join_literature([row("M", "30.0")], {"M": "m"}, [pilot("m", 3, 10)])
+    got = answer(match)
+    assert got.verdict is Verdict.PILOT_ONLY and got.setting is None and got.gap_pp is None
+    assert got.text == "only a pilot subset"

@@ -26,7 +26,8 @@ def report(tmp_path_factory):
     specs = write_synthetic_store(str(store))
     rc = main(["report", "--store", str(store), "--format", FORMATS, "--resamples", str(RESAMPLES)])
     assert rc == 0
-    return store, store / "report", specs
+    assert not (store / "report").exists()  # the default output folder is next to the store
+    return store, root / "store-report", specs
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,8 @@ def direct(report):
 
 def test_every_format_is_written(report):
     out = report[1]
-    for name in ("report.md", "report.tex", "report.html", "report.json", "grid.csv",
+    for name in ("report.md", "report.tex", "report.html", "report.json", "answers.csv",
+                 "scores_pivot.csv", "grid.csv",
                  "literature.csv", "effects.csv", "skipped_failed.csv", "provenance_settings.csv",
                  "provenance_runs.csv", "unobtainable.csv", "literature_unmatched.csv",
                  "precision_spread.csv", "literature.png", "effects.png"):  # fmt: skip
@@ -100,8 +102,8 @@ def test_markdown_tex_and_html_show_the_same_numbers(report, direct):
     for key, r in direct.iterrows():
         shown = f"{r.pass1:.2f}"
         assert any(key[:12] in row and shown in row for row in _md_rows(md)), key
-        tr = re.search(rf"<tr>(?:(?!</tr>).)*{key[:12]}(?:(?!</tr>).)*</tr>", html)
-        assert tr and f">{shown}<" in tr.group(0), key
+        tr = re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{key[:12]}(?:(?!</tr>).)*</tr>", html)
+        assert tr and re.search(rf">{re.escape(shown)}( \[|<)", tr.group(0)), key
         assert any(key[:12] in line and shown in line for line in tex.splitlines()), key
     assert tex.startswith("\\documentclass") and "\\begin{longtable}" in tex
 
@@ -205,6 +207,10 @@ def test_baseline_option_changes_the_effects(report, tmp_path):
     [
         (["--format", "pdf"], "Unknown report format(s) pdf"),
         (["--baseline", "colour=red"], "Unknown baseline axis"),
+        (["--baseline", "templte=own"], "Unknown baseline axis 'templte'. Did you mean: template?"),
+        (["--baseline", "precision=int3"], "Unknown baseline precision 'int3'. Did you mean"),
+        (["--baseline", "template=instrct"], "No setting of the store has baseline template "
+         "'instrct'. Did you mean: instruct? Values in the store: instruct, own"),
         (["--literature", "MISSING.csv"], "file not found"),
         (["--store", "no/such/store"], "store no/such/store does not exist"),
     ],
@@ -232,7 +238,7 @@ def test_a_store_of_tiny_models_says_there_are_no_literature_rows(tmp_path, prob
     rc = main(["report", "--store", str(store), "--resamples", "10"])
     assert rc == 0
     assert "no literature rows for model tiny" in capsys.readouterr().out
-    out = store / "report"
+    out = tmp_path / "store-report"
     assert "no literature rows for model tiny" in (out / "report.md").read_text()
     assert (out / "report.html").is_file() and not (out / "literature.png").exists()
     assert pd.read_csv(out / "grid.csv").score_pct.tolist() == [80.0]

@@ -1,0 +1,285 @@
+"""How the report's tables read in md, html and tex: titles, descriptions, which columns show,
+which long texts move to a detail row, and how a value is written. CSV and JSON keep every
+column at full precision; nothing here computes a metric.
+
+Display rules: columns ending in `_pct` (percent) or `_pp` (percentage points) show two
+decimals; setting keys, hashes and revisions show 12 characters; a score shown with its
+interval reads "16.46 [10.37, 21.97]".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from orchestrator.report.data import ReportData
+
+SHORT = 12  # characters of a setting key, hash or revision in md/html/tex
+FOLD_ROWS = 12  # html: a longer table folds into <details>
+TABLES: dict[str, tuple[str, str]] = {
+    "answers": (
+        "Answers: which setting explains each published value",
+        "One row per value a paper reports for a model of this store. verdict: "
+        "reproduced by N settings (a setting's pass@1 rounds or truncates to the value "
+        "at its printed decimals), tuning confusion (only the other tuning's model "
+        "reproduces it), variant confusion (only the model's other benchmark variant "
+        "does), near (within one problem), not reproduced, or only a pilot subset "
+        "(only settings over part of the problems were measured: no verdict). The "
+        "setting is the one that best explains the value (the reproducing setting "
+        "closest to it, else the closest setting), with its score, interval and gap "
+        "(setting minus reported, percentage points).",
+    ),
+    "scores_pivot": (
+        "Scores per model",
+        "pass@1 (percent) per template x decoding x max length and precision, like "
+        "the study's Table 2; hover a cell (html) for its interval, samples, "
+        "problems and setting key. A cell of several settings shows their mean. "
+        "Every setting, flat, is in the last sections and in grid.csv.",
+    ),
+    "literature": (
+        "Reported values against the measured settings",
+        "Each reported value of a model the store holds: whether some "
+        "k/(164 x samples) gives it (with the samples per problem its source states, "
+        "else one), the settings that reproduce it, settings within one problem "
+        "(near), the closest setting and its gap, tuning and variant confusion, and "
+        "pilot settings (a subset of the problems), which are listed but never "
+        "compared.",
+    ),
+    "literature_unmatched": (
+        "Literature rows without measured settings",
+        "Rows whose model name the mapping does not list (unmapped), whose "
+        "model the store has not run (not in store), or has run only on "
+        "another benchmark variant.",
+    ),
+    "unobtainable": (
+        "Reported values that no k/(164 x samples) gives",
+        "For every literature row, whether or not the store holds its model: no k "
+        "gives these printed values by rounding or flooring. Where the source does "
+        'not say how it sampled, m = 1 is assumed and the row says "not '
+        'obtainable with one sample per problem".',
+    ),
+    "effects": (
+        "Effect of each setting against the baseline",
+        "Pairs of settings of one model that differ only in one axis: mean change "
+        "(percentage points, signed), mean relative change (percent of the baseline "
+        "score) and mean magnitude, over all models and over instruct models only. One "
+        "vote per model: settings of one cell (same axes) count once, at their mean, "
+        "and a model's vote is the mean of its pairs; n_models counts the votes.",
+    ),
+    "effect_pairs": (
+        "Effect pairs per model",
+        "Each baseline cell and a cell that changes one axis, with their settings.",
+    ),
+    "precision_spread": (
+        "Spread across precision and quantization, per decoding",
+        "Population standard deviation (percentage points) across the "
+        "precision settings of one model with every other axis fixed. One vote "
+        "per model (the mean of its groups), over all and over instruct "
+        "models; the largest single group; and the increase of the mean spread "
+        "over greedy's, in percent (the study's +22.99% and +50.40%).",
+    ),
+    "precision_spread_by_model": (
+        "Spread across precision and quantization, per model",
+        "Each group of cells that differ only in precision.",
+    ),
+    "grid": (
+        "Every setting",
+        "score_pct: the setting's headline metric in percent; for pass@1 the unbiased "
+        "estimate, mean over problems, recomputed from the executions table, with its "
+        "bootstrap interval over problems; and the number of samples whose prompt was "
+        "truncated, that hit the length limit, or whose harness slice was misaligned.",
+    ),
+    "length_limits": (
+        "Prompt truncation and length-limit hits",
+        "Settings with at least one truncated prompt, length-limit hit or decode "
+        "mismatch (counts of samples).",
+    ),
+    "skipped_failed": (
+        "Skipped and failed settings",
+        "Settings planned out with a reason (skipped) or that failed (the error).",
+    ),
+    "provenance_settings": (
+        "Provenance of the measured settings",
+        "Model revision, backend and version, device, effective dtype, "
+        "tokenizer and data hashes, host and library versions, with the "
+        "number of settings sharing them.",
+    ),
+    "provenance_runs": ("Runs that wrote the store", "The runs table: one row per command."),
+}
+HIDDEN = frozenset({"reproduced_by_keys", "closest_key", "exact"})
+
+
+@dataclass(frozen=True)
+class Display:
+    columns: tuple[str, ...] | None = None  # None: every column but HIDDEN
+    details: tuple[str, ...] = ()  # html: a detail row under the row; md/tex: last columns
+    fold_rows: int | None = FOLD_ROWS  # html: fold into <details> beyond this; None: never
+    interval: bool = False  # score_pct shows ci_low_pct/ci_high_pct with it
+    percent: bool = False  # every number is a percentage (two decimals): the pivot's cells
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _cols(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+DISPLAY: dict[str, Display] = {
+    "answers": Display(
+        _cols(
+            "literature_model reported source_id location verdict_detail template decoding "
+            "max_length precision backend score_pct gap_pp setting_key"
+        ),
+        fold_rows=None,
+        interval=True,
+        headers={"verdict_detail": "verdict", "score_pct": "score_pct [interval]"},
+    ),
+    "scores_pivot": Display(fold_rows=None, percent=True),
+    "literature": Display(
+        _cols(
+            "literature_model reported source_id obtainability status tuning_confusion "
+            "variant_confusion n_reproducing closest_setting closest_pct closest_gap_pp "
+            "counterpart_model other_variant"
+        ),
+        details=_cols(
+            "location obtainable_as reproduced_by near counterpart_reproduced_by "
+            "other_variant_reproduced_by pilots"
+        ),
+    ),
+    "unobtainable": Display(
+        _cols(
+            "literature_model reported source_id location obtainability n_samples_reported nearest"
+        ),
+        details=("setting_notes",),
+        fold_rows=0,  # about the literature, not the store: folded whatever its length
+    ),
+    "literature_unmatched": Display(fold_rows=0),
+    "effects": Display(fold_rows=40),
+    "grid": Display(
+        _cols(
+            "template template_kind decoding max_length precision backend n_samples metric "
+            "score_pct n_problems subset n_passed n_prompt_truncated n_hit_length_limit "
+            "n_decode_mismatch n_timeout setting_key"
+        ),
+        interval=True,
+        headers={"score_pct": "score_pct [interval]"},
+    ),
+    "skipped_failed": Display(
+        _cols(
+            "model_name status template decoding max_length precision backend error_type "
+            "attempts setting_key"
+        ),
+        details=("status_reason",),
+    ),
+    "provenance_settings": Display(
+        _cols(
+            "model_name model_repo_id model_revision backend backend_version device "
+            "effective_dtype tokenizer_sha256 chat_template_sha256 data_sha256 hostname "
+            "n_settings"
+        ),
+        details=("library_versions",),
+    ),
+    "provenance_runs": Display(
+        _cols(
+            "run_id command started_at finished_at status git_revision hostname n_generated "
+            "n_executed cluster_address"
+        ),
+        details=("library_versions", "data_sources_json"),
+    ),
+}
+_HEX = re.compile(r"^[0-9a-f]{13,}$")
+
+
+def display_of(name: str) -> Display:
+    return DISPLAY.get(name, Display())
+
+
+def shown_columns(frame: pd.DataFrame, name: str, group_by: str | None = None) -> list[str]:
+    """The columns md/html/tex show, in order (details excluded)."""
+    spec = display_of(name)
+    wanted = spec.columns or tuple(c for c in frame.columns if c not in HIDDEN)
+    skip = {group_by, *spec.details}
+    return [c for c in wanted if c in frame.columns and c not in skip]
+
+
+def header(name: str, column: str) -> str:
+    return display_of(name).headers.get(column, column)
+
+
+def is_missing(value: Any) -> bool:
+    if value is None or value is pd.NaT or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _short(text: str) -> str:
+    return " ".join(part[:SHORT] for part in re.split(r"[ ,]+", text.strip()))
+
+
+def format_cell(column: str, value: Any) -> str:
+    """Display text of one value (md/tex/html)."""
+    if is_missing(value):
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if column.endswith(("_pct", "_pp")) and isinstance(value, (int, float)):
+        return f"{value:.2f}"
+    if isinstance(value, str) and (
+        column.endswith(("_key", "_keys", "_sha256", "git_revision"))
+        or (column == "model_revision" and _HEX.match(value))
+    ):
+        return _short(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else f"{value:.4g}"
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def cell_text(name: str, column: str, row: Mapping[str, Any]) -> str:
+    """A row's cell as shown: a score with its interval where the table shows one."""
+    value = row.get(column)
+    if display_of(name).percent and isinstance(value, float) and not math.isnan(value):
+        return f"{value:.2f}"
+    text = format_cell(column, value)
+    if column == "score_pct" and display_of(name).interval and text:
+        low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
+        if not is_missing(low) and not is_missing(high):
+            text += f" [{format_cell('ci_low_pct', low)}, {format_cell('ci_high_pct', high)}]"
+    return text
+
+
+def title(name: str) -> str:
+    return TABLES.get(name, (name, ""))[0]
+
+
+def description(data: ReportData, name: str) -> str:
+    text = TABLES.get(name, (name, ""))[1]
+    if name == "effects":
+        base = ", ".join(f"{k}={v}" for k, v in data.options["baseline"].items())
+        text = f"Baseline: {base}. {text}"
+    if name in ("grid", "answers", "scores_pivot"):
+        o = data.options
+        text += (
+            f" Intervals: {o['confidence']:.0%} percentile bootstrap over problems, "
+            f"{o['n_resamples']} resamples, seed {o['seed']}."
+        )
+    return text
+
+
+def groups(frame: pd.DataFrame, by: str | None):
+    """(group value or None, rows) in the frame's order; columns empty for every row of a group
+    are left out of it (a model without int8 settings has no int8 column)."""
+    if by is None or frame.empty:
+        yield None, frame
+        return
+    for value, part in frame.groupby(by, sort=False):
+        part = part.drop(columns=[by])
+        yield str(value), part.loc[:, part.notna().any(axis=0)]

@@ -1,0 +1,150 @@
+"""The report as one self-contained HTML page: inline CSS, figures as base64 data URIs, no
+external resource.
+
+Made to be read at a glance on a laptop screen (1400 px): the answers table opens the page,
+the notes follow it, text cells wrap (numbers never do) and column names break after their
+underscores, so every table fits the width; long texts (library versions, setting notes, the
+settings that reproduce a value) sit in a detail row under their row; a table longer than
+FOLD_ROWS rows folds into <details>; an empty section says why it is empty; a pivot cell's
+interval shows on hover.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import numbers
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from orchestrator.report.display import (
+    cell_text,
+    description,
+    display_of,
+    groups,
+    header,
+    is_missing,
+    shown_columns,
+    title,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.report.data import ReportData, ReportTable
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px 24px;color:#222}
+h1{font-size:1.4em;margin:0 0 2px}.meta{color:#555;margin:0 0 6px;font-size:13px}
+nav{font-size:12px;line-height:1.7}nav a{margin-right:10px}
+h2{font-size:1.15em;border-bottom:1px solid #ccc;padding-bottom:3px;margin:1.4em 0 .3em}
+h3{font-size:1em;margin:.8em 0 .2em}.desc{color:#555;max-width:80em;font-size:13px;margin:.2em 0}
+table{border-collapse:collapse;font-size:12px;margin:6px 0;max-width:100%}
+th,td{border:1px solid #ddd;padding:2px 5px;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
+th{background:#f0f3f7;position:sticky;top:0;font-weight:600}
+tr.odd td{background:#fafafa}td.num{text-align:right;font-variant-numeric:tabular-nums;
+white-space:nowrap;overflow-wrap:normal}td[title]{cursor:help;text-decoration:underline dotted #999}
+tr.detail td{color:#555;font-size:11px;border-top:none;background:#fff}
+tr.detail b{font-weight:600;color:#333}img{max-width:100%;border:1px solid #eee}
+.empty{color:#666;font-style:italic}.notes{font-size:13px;color:#333;margin:.4em 0}
+details>summary{cursor:pointer;color:#245;font-size:13px;margin:4px 0}
+"""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and not is_missing(value)
+
+
+_BREAK_AFTER = re.compile(r"([_/:,;=])")
+
+
+def breakable(text: str) -> str:
+    """Escaped text where a line may break after `_ / : , ; =`, so a long name, path or
+    source id never widens its column past what its words need."""
+    return "".join(
+        html.escape(part) + ("<wbr>" if _BREAK_AFTER.fullmatch(part) else "")
+        for part in _BREAK_AFTER.split(text)
+    )
+
+
+def _head(name: str, column: str) -> str:
+    return breakable(header(name, column))
+
+
+def _details(name: str, row: Mapping[str, Any], width: int) -> str:
+    parts = [
+        f"<b>{html.escape(c)}</b>: {html.escape(str(row[c]))}"
+        for c in display_of(name).details
+        if c in row and not is_missing(row[c]) and str(row[c]) != ""
+    ]
+    if not parts:
+        return ""
+    return f'<tr class="detail"><td colspan="{width}">{" · ".join(parts)}</td></tr>'
+
+
+def _hover(hover: pd.DataFrame | None, index: Any, column: str) -> str:
+    if hover is None or column not in hover.columns or index not in hover.index:
+        return ""
+    text = hover.at[index, column]
+    return "" if is_missing(text) or not text else f' title="{html.escape(str(text))}"'
+
+
+def html_table(table: ReportTable, frame: pd.DataFrame, group_by: str | None) -> str:
+    """One (sub-)table, folded when long; the empty reason when it has no rows."""
+    name = table.name
+    if frame.empty:
+        return f'<p class="empty">{html.escape(table.empty_reason or "(none)")}</p>'
+    cols = shown_columns(frame, name, group_by)
+    head = "".join(f"<th>{_head(name, c)}</th>" for c in cols)
+    body = []
+    for i, (index, record) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True)):
+        cells = []
+        for c in cols:
+            cls = ' class="num"' if _is_number(record.get(c)) else ""
+            tip = _hover(table.hover, index, c)
+            cells.append(f"<td{cls}{tip}>{breakable(cell_text(name, c, record))}</td>")
+        parity = ' class="odd"' if i % 2 else ""
+        body.append(f"<tr{parity}>{''.join(cells)}</tr>" + _details(name, record, len(cols)))
+    out = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    fold = display_of(name).fold_rows
+    if fold is not None and len(frame) > fold:
+        out = f"<details><summary>{len(frame)} rows (show)</summary>{out}</details>"
+    return out
+
+
+def _section(data: ReportData, table: ReportTable, images: Mapping[str, bytes]) -> list[str]:
+    esc = html.escape
+    parts = [
+        f'<h2 id="{table.name}">{esc(title(table.name))}</h2>',
+        f'<p class="desc">{esc(description(data, table.name))}</p>',
+    ]
+    for group, frame in groups(table.frame, table.group_by):
+        if group is not None:
+            parts.append(f"<h3>{esc(group)}</h3>")
+        parts.append(html_table(table, frame, table.group_by))
+    for caption, png in images.items():
+        uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        parts.append(f'<figure><img alt="{esc(caption)}" src="{uri}"></figure>')
+    return parts
+
+
+def render_html(data: ReportData, images: Mapping[str, tuple[str, str, bytes]]) -> str:
+    """`images`: figure name -> (table whose section shows it, caption, PNG bytes)."""
+    esc = html.escape
+    nav = " ".join(f'<a href="#{t.name}">{esc(title(t.name))}</a>' for t in data.tables)
+    parts = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>reprogrid report</title><style>{CSS}</style></head><body>",
+        f'<h1>reprogrid report</h1><p class="meta">Store: <code>{esc(data.store)}</code> · '
+        f"generated {esc(data.generated_at)}</p><nav>{nav}</nav>",
+    ]
+    for i, table in enumerate(data.tables):
+        mine = {cap: png for sec, cap, png in images.values() if sec == table.name}
+        parts += _section(data, table, mine)
+        if i == 0 and data.notes:  # right after the answers: what to know before quoting them
+            notes = "".join(f"<li>{esc(n)}</li>" for n in data.notes)
+            parts.append(f'<h2 id="notes">Notes</h2><ul class="notes">{notes}</ul>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

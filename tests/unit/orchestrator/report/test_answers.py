@@ -1,0 +1,269 @@
+"""The `answers` table on a store with known outcomes: every cell equals a value computed here
+by hand from the pass counts the store was written with (and, for the intervals, from its
+executions by the documented bootstrap)."""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.report.answers import ANSWER_COLUMNS
+from storage.literature import COLUMNS
+from storage.store import Store
+from tests.fixtures_store import BASE, INST, Spec, write_setting
+
+RESAMPLES = 500
+INST67 = "deepseekcoder-6.7b-instruct"
+SOURCE = "arXiv:0000.00001"
+# (line, literature model, reported value)
+ROWS = [
+    (2, "DeepSeekCoder-Instruct 1.3B", "16.4"),
+    (3, "DeepSeekCoder-Instruct 1.3B", "30.5"),
+    (4, "DeepSeekCoder-Instruct 1.3B", "9.5"),
+    (5, "DeepSeekCoder-Instruct 1.3B", "48.9"),
+    (6, "DeepSeekCoder 1.3B", "16.4"),
+    (7, "DeepSeekCoder 1.3B", "1.2"),
+    (8, "DeepSeekCoder-Instruct 6.7B", "30.0"),
+]
+
+
+def literature_csv(path: Path) -> str:
+    lines = [",".join(COLUMNS)]
+    for line, model, value in ROWS:
+        tuning = "base" if model == "DeepSeekCoder 1.3B" else "instruct"
+        lines.append(
+            f"{model},DeepSeekCoder,1.3,{tuning},{value},{SOURCE},title,Table {line},"
+            "greedy,primary-source"
+        )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+    root = tmp_path_factory.mktemp("answers")
+    store = Store(str(root / "store"))
+    keys = {
+        # 27/164 = 16.463: floors to 16.4; two settings give it, bf16 first in the grid
+        "bf16": write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 27)),
+        "int4": write_setting(store, Spec(INST, "own", "greedy", 2048, "int4", 27)),
+        # 15/164 = 9.146: 0.354 below 9.5, within one problem (0.61)
+        "instruct": write_setting(store, Spec(INST, "instruct", "greedy", 2048, "bf16", 15)),
+        # the docs variant: 50/164 = 30.488 rounds to 30.5, which no tests setting gives
+        "docs": write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 50, variant="docs")),
+        # a pilot: 3/10 = 30.0 is within one problem of 30.5 and never compared
+        "pilot": write_setting(store, Spec(INST, "own", "greedy", 512, "bf16", 3), n_problems=10),
+        # the base model: 2/164 = 1.22 rounds to 1.2; its 16.4 only the instruct model gives
+        "base": write_setting(store, Spec(BASE, "own", "greedy", 2048, "bf16", 2)),
+        # a model measured only on a subset: 3/10 = 30.0 "gives" 30.0, and must not be said to
+        "pilot67": write_setting(
+            store, Spec(INST67, "own", "greedy", 2048, "bf16", 3), n_problems=10
+        ),
+    }
+    out = root / "out"
+    argv = [
+        "report",
+        "--store",
+        store.uri,
+        "--out",
+        str(out),
+        "--resamples",
+        str(RESAMPLES),
+        "--literature",
+        literature_csv(root / "lit.csv"),
+    ]
+    assert main(argv) == 0
+    return store, out, keys
+
+
+def interval(store: Store, key: str) -> tuple[float, float]:
+    """The documented bootstrap: problems drawn with replacement, default_rng(0), 2.5/97.5%."""
+    ex = store.read_shard("executions", key).to_pandas()
+    values = ex.groupby("task_id")["passed"].mean().sort_index().to_numpy()
+    rng = np.random.default_rng(0)
+    means = values[rng.integers(0, values.size, size=(RESAMPLES, values.size))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975]) * 100
+    return float(low), float(high)
+
+
+def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
+    def setting(name, model, variant, template, k, n=1):
+        low, high = interval(store, keys[name])
+        return dict(
+            setting_model=model,
+            setting_variant=variant,
+            template=template,
+            decoding="greedy",
+            max_length=2048,
+            precision="bf16",
+            backend="hf",
+            n_samples=n,
+            score_pct=100 * k / 164,
+            ci_low_pct=low,
+            ci_high_pct=high,
+            setting_key=keys[name],
+        )
+
+    def row(line, model, verdict, detail, n, value, best, k):
+        lit = {r[0]: r for r in ROWS}[line]
+        gap = None if best is None else float(Fraction(k, 164) * 100 - Fraction(value))
+        base = dict(
+            model_name=model,
+            literature_model=lit[1],
+            reported=lit[2],
+            source_id=SOURCE,
+            location=f"Table {line}",
+            verdict=verdict,
+            verdict_detail=detail,
+            n_reproducing=n,
+            gap_pp=gap,
+            line=line,
+        )
+        empty = dict.fromkeys(
+            (
+                "setting_model",
+                "setting_variant",
+                "template",
+                "decoding",
+                "max_length",
+                "precision",
+                "backend",
+                "n_samples",
+                "score_pct",
+                "ci_low_pct",
+                "ci_high_pct",
+                "setting_key",
+            )
+        )
+        return base | (best or empty)
+
+    own = "own(deepseek)"
+    return [
+        row(
+            6,
+            BASE,
+            "tuning confusion",
+            f"tuning confusion: reproduced by 2 settings of {INST}",
+            2,
+            "16.4",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
+        row(
+            7,
+            BASE,
+            "reproduced",
+            "reproduced by 1 setting",
+            1,
+            "1.2",
+            setting("base", BASE, "tests", own, 2),
+            2,
+        ),
+        row(
+            2,
+            INST,
+            "reproduced",
+            "reproduced by 2 settings",
+            2,
+            "16.4",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
+        row(
+            3,
+            INST,
+            "variant confusion",
+            "variant confusion: reproduced by 1 setting of the docs variant",
+            1,
+            "30.5",
+            setting("docs", INST, "docs", own, 50),
+            50,
+        ),
+        row(
+            4,
+            INST,
+            "near",
+            "near",
+            0,
+            "9.5",
+            setting("instruct", INST, "tests", "instruct", 15),
+            15,
+        ),
+        row(
+            5,
+            INST,
+            "not reproduced",
+            "not reproduced",
+            0,
+            "48.9",
+            setting("bf16", INST, "tests", own, 27),
+            27,
+        ),
+        row(8, INST67, "only a pilot subset", "only a pilot subset", 0, "30.0", None, 0),
+    ]
+
+
+def _same(got, want) -> bool:
+    if want is None:
+        return got is None or (isinstance(got, float) and np.isnan(got))
+    if isinstance(want, float):
+        return got == pytest.approx(want, abs=1e-9)
+    return got == want
+
+
+def test_every_cell_of_the_answers_csv_is_the_hand_computed_value(known):
+    store, out, keys = known
+    frame = pd.read_csv(
+        out / "answers.csv", dtype={"reported": str}, keep_default_na=False, na_values=[""]
+    )
+    assert list(frame.columns) == list(ANSWER_COLUMNS)
+    got = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    want = expected_rows(store, keys)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert set(g) == set(w)
+        for column in ANSWER_COLUMNS:
+            assert _same(g[column], w[column]), (w["line"], column, g[column], w[column])
+
+
+def test_answers_open_every_format_with_the_same_rows(known):
+    store, out, keys = known
+    doc = json.loads((out / "report.json").read_text())
+    assert next(iter(doc["tables"])) == "answers"
+    rows = doc["tables"]["answers"]["rows"]
+    want = expected_rows(store, keys)
+    for g, w in zip(rows, want, strict=True):
+        assert all(_same(g[c], w[c]) for c in ANSWER_COLUMNS), w["line"]
+    md = (out / "report.md").read_text()
+    assert md.split("\n## ")[1].startswith("Answers")
+    html = (out / "report.html").read_text()
+    assert re.search(r'<h2 id="(\w+)"', html).group(1) == "answers"
+    tex = (out / "report.tex").read_text()
+    assert tex.index("Answers") < tex.index("Scores per model")
+    for w in want:  # the shown cells: 12-character keys, two decimals, interval with the score
+        if w["setting_key"]:
+            assert w["setting_key"][:12] in md and w["setting_key"] not in md
+            shown = f"{w['score_pct']:.2f} [{w['ci_low_pct']:.2f}, {w['ci_high_pct']:.2f}]"
+            assert shown in md and f"{w['gap_pp']:.2f}" in md
+        assert w["verdict_detail"] in md and w["verdict_detail"] in html.replace("<wbr>", "")
+
+
+def test_pilots_keep_no_verdict_and_the_docs_variant_is_a_counterpart(known):
+    _, out, keys = known
+    lit = pd.read_csv(out / "literature.csv", dtype={"reported": str})
+    assert keys["pilot"] not in " ".join(lit["reproduced_by_keys"].fillna(""))
+    assert keys["pilot"] not in set(lit["closest_key"].dropna())
+    confused = lit[(lit.line == 3)].iloc[0]
+    assert confused.status == "not reproduced" and bool(confused.variant_confusion)
+    assert confused.other_variant == "docs"
+    pivot = pd.read_csv(out / "scores_pivot.csv")
+    inst = pivot[pivot.model_name == INST]
+    assert set(inst.variant) == {"tests", "docs"}  # the variant varies: a row column of its own
+    assert set(inst.n_problems) == {164, 10}  # and so does the number of problems (the pilot)
