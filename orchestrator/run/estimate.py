@@ -108,6 +108,7 @@ class EngineEstimate:
     estimated_s: float
     gpu_hours: float  # GPU-hours it holds on the GPU (also when it runs on CPU here)
     model: EngineCost  # the cost model's view on that device (also when measured)
+    fits_gpu: bool | None  # its weights fit the GPU's memory x num_gpus (None: model-free)
 
 
 def unit_samples(unit: EngineUnit, n_problems: int) -> int:
@@ -141,17 +142,20 @@ def estimate_unit(
         return rate["load_s"] + unit_samples(unit, n_problems) / rate["samples_per_s"]
 
     model_here = estimate_engine(work, run_device, params)
+    model_gpu = estimate_engine(work, devices.gpu, params) if on_cpu else model_here
     here = measured("cpu" if on_cpu else "gpu")
-    basis = Basis.MODEL if here is None else Basis.MEASURED
     gpu_hours = 0.0
     if check.gpus_needed > 0:
         on_gpu = measured("gpu")
-        if on_gpu is None:
-            gpu_model = estimate_engine(work, devices.gpu, params) if on_cpu else model_here
-            on_gpu = gpu_model.total_s
-        gpu_hours = on_gpu * check.gpus_needed / 3600.0
-    estimated = model_here.total_s if here is None else here
-    return EngineEstimate(basis, run_device.name, estimated, gpu_hours, model_here)
+        gpu_hours = (model_gpu.total_s if on_gpu is None else on_gpu) * check.gpus_needed / 3600
+    return EngineEstimate(
+        basis=Basis.MODEL if here is None else Basis.MEASURED,
+        device=run_device.name,
+        estimated_s=model_here.total_s if here is None else here,
+        gpu_hours=gpu_hours,
+        model=model_here,
+        fits_gpu=model_gpu.fits,
+    )
 
 
 def cost_params(spec: EstimateSpec) -> CostParams:
@@ -209,7 +213,13 @@ def _placements(
     return out
 
 
-def _estimate_units(plan, prepared, store, placements, devices) -> dict[str, EngineEstimate]:
+def _estimate_units(
+    plan: Plan,
+    prepared: PreparedGrid,
+    store: Store,
+    placements: Mapping[str, HardwareCheck],
+    devices: Devices,
+) -> dict[str, EngineEstimate]:
     config = prepared.config
     params = cost_params(config.estimate)
     rates = measured_throughput(store)
@@ -268,7 +278,7 @@ def plan_json(
             device=est.device,
             model_estimate=asdict(est.model),
         )
-        if est.model.fits is False:
+        if est.fits_gpu is False:
             warnings.append(
                 f"{engines[ekey]['model']} {engines[ekey]['dtype']}/{engines[ekey]['quant']}: "
                 f"weights {est.model.weights_gb:.1f} GB exceed {devices.gpu.name}'s memory"

@@ -114,3 +114,14 @@ def test_sample_counts_add_up_single_and_chunk_shards(tmp_path):
     store.write_rows("generations", "bbb~1", rows("bbb", 5))
     store.write_rows("generations", "ccc", rows("ccc", 1))
     assert stored_sample_counts(store, ["aaa", "bbb", "zzz"]) == {"aaa": 3, "bbb": 7}
+
+
+def test_weights_larger_than_the_gpu_are_a_warning(env, tmp_path):
+    overrides = ["model=codellama-13b-base", "benchmark.limit=2", "precision=fp32,bf16"]
+    prepared = prepare(load_run_config([*overrides, "estimate.gpu=a100-40gb"]))
+    store = Store(str(tmp_path))
+    data = plan_json(make_plan(store, prepared), prepared, store)
+    assert data["warnings"] == [
+        "codellama-13b-base fp32/none: weights 52.0 GB exceed a100-40gb's memory"
+    ]
+    assert data["estimate"]["gpu_source"] == "estimate.gpu=a100-40gb"
