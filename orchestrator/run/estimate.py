@@ -16,6 +16,7 @@ from orchestrator.analysis.cost import (
     REFERENCE_GPU,
     CostParams,
     DeviceSpec,
+    EngineKind,
     EngineCost,
     EngineWork,
     SettingWork,
@@ -40,7 +41,7 @@ class Basis(StrEnum):
     MODEL = "model"  # the cost model: nothing measured yet
 
 
-def measured_throughput(store: Store) -> dict[tuple[str, ...], dict[str, float]]:
+def measured_throughput(store: Store) -> dict[EngineKind, dict[str, float]]:
     """Samples/s and engine load time per (model repo id, backend, dtype, quant, device class),
     from completed settings."""
     settings = store.read_table("settings").to_pylist()
@@ -123,7 +124,7 @@ def estimate_unit(
     unit: EngineUnit,
     work: EngineWork,
     check: HardwareCheck,
-    rates: Mapping[tuple[str, ...], Mapping[str, float]],
+    rates: Mapping[EngineKind, Mapping[str, float]],
     devices: Devices,
     n_problems: int,
     params: CostParams,
