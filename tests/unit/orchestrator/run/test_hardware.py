@@ -3,8 +3,8 @@ and where each engine can run there."""
 
 from __future__ import annotations
 
-import os
 import stat
+import sys
 from dataclasses import replace
 
 import pytest
@@ -50,11 +50,11 @@ def test_cuda_visible_devices_restricts_the_list(value, expected):
 
 @pytest.fixture
 def fake_smi(tmp_path, monkeypatch):
-    """A real `nvidia-smi` executable on PATH that prints SMI (no other on PATH)."""
+    """A real `nvidia-smi` executable (a Python script) that prints SMI, alone on PATH."""
     script = tmp_path / "nvidia-smi"
-    script.write_text("#!/bin/sh\ncat <<'EOF'\n" + SMI + "EOF\n")
+    script.write_text(f"#!{sys.executable}\nprint({SMI!r}, end='')\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("PATH", str(tmp_path))
     return script
 
 
