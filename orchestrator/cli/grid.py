@@ -76,14 +76,23 @@ def cmd_plan(args) -> int:
     from orchestrator.report.planview import render_plan
     from orchestrator.run.config import load_run_config
     from orchestrator.run.estimate import plan_json
+    from orchestrator.run.preflight import preflight
     from orchestrator.run.runner import make_plan, prepare
     from storage.store import Store
 
     config = load_run_config(args.overrides)
     prepared = prepare(config)
-    plan = make_plan(Store(config.store), prepared, retry_failed=args.retry_failed)
-    data = plan_json(plan, prepared, Store(config.store))
+    store = Store(config.store)
+    plan = make_plan(store, prepared, retry_failed=args.retry_failed)
+    report = preflight(prepared, plan)
+    data = plan_json(plan, prepared, store, report)
     _out(json.dumps(data, indent=2) if args.json else render_plan(data))
+    if report.blocking:
+        # Exit 2 as for a bad config: `run` would fail before generating anything.
+        sys.stderr.write(
+            f"reprogrid plan: {len(report.blocking)} blocking problem(s):\n{report.summary()}\n"
+        )
+        return 2
     return 0
 
 

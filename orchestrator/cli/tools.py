@@ -38,8 +38,13 @@ def register(sub) -> None:
     p.add_argument("dir", help="output folder")
     p.add_argument("--seed", type=int, default=0)
 
-    p = sub.add_parser("doctor", help="what this machine can run: backends, sandbox, toolchains")
+    p = sub.add_parser(
+        "doctor",
+        help="what this machine can run: backends, GPUs, sandbox, toolchains; with a grid "
+        "(KEY=VALUE...), whether it can start here: weights, GPUs, cluster address",
+    )
     p.add_argument("--json", action="store_true")
+    _add_overrides(p)
 
 
 def cmd_prompts(args) -> int:
@@ -85,9 +90,10 @@ def cmd_tiny_model(args) -> int:
 def cmd_doctor(args) -> int:
     from orchestrator.tools.doctor import doctor_report, render_doctor
 
-    data = doctor_report()
+    data = doctor_report(args.overrides)
     _out(json.dumps(data, indent=2) if args.json else render_doctor(data))
-    return 0
+    # A grid with blocking problems exits 2, as `plan` and `run` would.
+    return 2 if data.get("grid", {}).get("blocking") else 0
 
 
 COMMANDS = {

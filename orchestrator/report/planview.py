@@ -6,6 +6,65 @@ from typing import Any
 
 from orchestrator.analysis.cost import format_duration
 
+BASIS_TEXT = {"measured": "measured", "model": "estimate (model)"}
+# orchestrator.run.weights.AVAILABLE as values (the report wing does not import the run wing)
+AVAILABLE_WEIGHTS = ("built offline", "present locally", "in the HF cache", "downloadable")
+
+
+def _basis(value: str | None, engines: list[dict[str, Any]]) -> str:
+    if value != "mixed":
+        return BASIS_TEXT.get(value or "", "nothing to generate")
+    n = sum(1 for g in engines if g["basis"] == "measured")
+    m = sum(1 for g in engines if g["basis"] == "model")
+    return f"measured for {n} engine(s), estimate (model) for {m}"
+
+
+def _estimate_lines(data: dict[str, Any]) -> list[str]:
+    est = data["estimate"]
+    if data["estimate_basis"] is None:
+        return ["estimated run time: 0s (nothing to generate)"]
+    gpu = f"{est['gpu']}, {est['gpu_bandwidth_gbps']:g} GB/s: {est['gpu_source']}"
+    return [
+        f"estimated run time: {format_duration(data['estimated_s'])} on one device at a time, "
+        f"{data['estimated_gpu_hours']:.1f} GPU-hours "
+        f"({_basis(data['estimate_basis'], data['engines'])})",
+        f"  the model: GPU {gpu}; output prior {est['output_tokens_prior']} tokens/sample; "
+        "docs/cost.md",
+    ]
+
+
+def _preflight_lines(pre: dict[str, Any] | None) -> list[str]:
+    if pre is None:
+        return []
+    gpus = pre["gpus"]
+    count = "unknown until Ray connects" if gpus["count"] is None else str(gpus["count"])
+    names = f" ({', '.join(sorted(set(gpus['names'])))})" if gpus["names"] else ""
+    lines = [f"GPUs here: {count}{names} [{gpus['source']}]"]
+    cluster = pre["cluster"]
+    if cluster["address"]:
+        state = {True: "reachable", False: "UNREACHABLE", None: "not probed"}
+        lines.append(f"cluster {cluster['address']}: {state[cluster['reachable']]}")
+    # Weights that are available; the others are listed with the problems below.
+    for w in pre["weights"]:
+        if w["status"] in AVAILABLE_WEIGHTS:
+            lines.append(f"weights {w['model']}: {w['status']} ({w['detail']})")
+    for severity, title in (("blocking", "BLOCKING"), ("warning", "warning")):
+        found = [p for p in pre["problems"] if p["severity"] == severity]
+        if found:
+            lines.append(f"{title} ({len(found)}):")
+            lines += [f"  {p['kind']}: {p['message']}" for p in found]
+    return lines
+
+
+def _engine_header(g: dict[str, Any]) -> str:
+    where = g["placement_reason"] or f"needs {g['num_gpus']} GPU(s)"
+    head = f"\nengine {g['model']} {g['backend']} {g['dtype']}/{g['quant']} ({where})"
+    if g["estimated_s"] is None:
+        return head
+    hours = f", {g['estimated_gpu_hours']:.1f} GPU-h" if g["estimated_gpu_hours"] else ""
+    basis = BASIS_TEXT.get(g["basis"], g["basis"])
+    return f"{head} ~{format_duration(g['estimated_s'])} on {g['device']}{hours} [{basis}]"
+
 
 def render_plan(data: dict[str, Any]) -> str:
     c = data["counts"]
@@ -15,24 +74,17 @@ def render_plan(data: dict[str, Any]) -> str:
         f"{c['failed']} failed earlier (re-run with --retry-failed)",
         f"engine loads: {data['engine_loads']}; generations: {data['generations']} samples "
         f"({data['n_problems']} problems)",
+        *_estimate_lines(data),
+        *_preflight_lines(data.get("preflight")),
+        *(f"warning: {w}" for w in data.get("warnings", [])),
     ]
-    if data["estimated_s"] is not None:
-        lines.append(
-            f"estimated run time: {format_duration(data['estimated_s'])} (measured throughput)"
-        )
-    elif data.get("estimate_partial_s"):
-        lines.append(f"estimated run time: >= {format_duration(data['estimate_partial_s'])} "
-                     "(no measured throughput for some engines)")  # fmt: skip
-    else:
-        lines.append("estimated run time: unknown (no measured throughput in the store yet)")
     for g in data["engines"]:
-        est = f", ~{format_duration(g['estimated_s'])}" if g["estimated_s"] else ""
-        lines.append(f"\nengine {g['model']} {g['backend']} {g['dtype']}/{g['quant']} "
-                     f"({g['num_gpus']} GPU){est}")  # fmt: skip
+        lines.append(_engine_header(g))
         for s in g["settings"]:
             why = f"  ({s['reason']})" if s["reason"] else ""
             lines.append(
                 f"  {s['setting_key'][:12]}  {s['action']:8s} {s['template']:12s} "
-                f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']}{why}"
+                f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']:5s} "
+                f"{s['generated_samples']}/{s['total_samples']} samples{why}"
             )
     return "\n".join(lines)

@@ -20,13 +20,16 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from orchestrator.errors import ConfigError
+from orchestrator.run.cellvalues import (
+    CELL_FIELDS,
+    benchmark_definition,
+    decoding_spec,
+    validate_cell_value,
+)
 from orchestrator.run.chunks import ChunkPolicy
+from orchestrator.run.costspec import EstimateSpec, PreflightSpec, estimate_spec, preflight_spec
 from orchestrator.run.options import (
-    CELL_NUMBERS,
-    Range,
     choice_error,
-    flag,
-    number,
     option,
     parse_choice,
 )
@@ -36,21 +39,13 @@ from orchestrator.run.overrides import (
     check_keys,
     parse_overrides,
 )
-from workers.benchmarks.base import BenchmarkDefinition, BenchmarkSource
-from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
+from workers.benchmarks.base import BenchmarkSource
 from workers.spec import (
-    PRECISIONS,
-    BackendName,
-    Bnb4bitType,
     DecodingSpec,
-    Dtype,
     HfOptions,
     IsolationLevel,
-    LengthSemantics,
     ModelSpec,
-    Quant,
     SandboxLimits,
-    SeedPolicy,
     Tuning,
     VllmOptions,
 )
@@ -59,8 +54,9 @@ ENV_DATA_DIR = "REPROGRID_DATA_DIR"
 ENV_CACHE_DIR = "REPROGRID_CACHE_DIR"
 ENV_SWEEPS_DIR = "REPROGRID_SWEEPS_DIR"
 ENV_RAY_ADDRESS = "RAY_ADDRESS"
+ENV_RAY_TMPDIR = "RAY_TMPDIR"  # Ray's session files (where `auto` finds a cluster's address)
+ENV_CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"  # the GPUs a local Ray instance counts
 
-BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
 HF_DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -98,6 +94,10 @@ class ClusterSpec:
     max_pending_exec: int
     replicas: int = 1  # engine replicas per unit (sharing the model's GPUs)
     exec_resource: str | None = None  # the Ray resource executions hold (None: exec_cpus CPUs)
+    connect_timeout_s: float = 10.0  # an address that does not answer is an error after this
+    env_address: str | None = None  # RAY_ADDRESS, which Ray prefers over `auto`
+    ray_temp_dir: str | None = None  # RAY_TMPDIR (None: <system temp>/ray, Ray's default)
+    visible_gpus: str | None = None  # CUDA_VISIBLE_DEVICES (None: unset)
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,8 @@ class RunConfig:
     overrides: tuple[str, ...] = field(default=())
     checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
     progress_every_s: float = 30.0  # off a terminal: a progress line per engine this often
+    estimate: EstimateSpec = field(default_factory=EstimateSpec)
+    preflight: PreflightSpec = field(default_factory=PreflightSpec)
 
     def decoding_map(self) -> dict[str, DecodingSpec]:
         return dict(self.decodings)
@@ -197,87 +199,6 @@ def model_spec(node: Mapping[str, Any]) -> ModelSpec:
         raise ConfigError(f"model config {node.get('name', '?')!r} lacks field {e}") from e
 
 
-def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
-    """A named decoding (`decodings.<name>`), or `t<T>`: the harness's sampling at temperature
-    T (top_p 0.95, top_k off). Parameters are range-checked."""
-    if name in presets:
-        node = presets[name]
-        where = f"decodings.{name}"
-        do_sample = flag(f"{where}.do_sample", node["do_sample"])
-        temperature = number(
-            f"{where}.temperature", node.get("temperature", 1.0),
-            Range(float, 0, 100, low_open=True),
-        )  # fmt: skip
-        return DecodingSpec(
-            name=name,
-            do_sample=do_sample,
-            temperature=temperature,
-            top_p=number(
-                f"{where}.top_p", node.get("top_p", 1.0), Range(float, 0, 1, low_open=True)
-            ),
-            top_k=number(f"{where}.top_k", node.get("top_k", 0), Range(int, 0)),
-        )
-    if name.startswith("t"):
-        try:
-            temperature = float(name[1:])
-        except ValueError:
-            temperature = -1.0
-        if 0 < temperature <= 100:  # t<T>: harness sampling at temperature T
-            return DecodingSpec(name, True, temperature, 0.95, 0)
-    raise choice_error("decoding", name, [*presets, "t<temperature>"])
-
-
-def benchmark_definition(name: str) -> BenchmarkDefinition:
-    try:
-        return get_benchmark(name)
-    except UnknownBenchmark as e:
-        raise ConfigError(str(e)) from None
-
-
-def validate_cell_value(
-    name: str, value: Any, presets: Mapping[str, Any], benchmark: BenchmarkDefinition
-) -> Any:
-    """Check one setting value (top-level or axis) and return it normalised."""
-    if name == "template":
-        if str(value) not in benchmark.templates:
-            error = choice_error("template", value, benchmark.templates)
-            note = benchmark.template_note(str(value))
-            raise ConfigError(f"{note} {error}") if note else error
-        return str(value)
-    if name == "variant":
-        if str(value) not in benchmark.variants:
-            raise choice_error(f"{benchmark.name} variant", value, benchmark.variants)
-        return str(value)
-    if name == "decoding":
-        decoding_spec(str(value), presets)
-        return str(value)
-    if name in CELL_NUMBERS:
-        return number(name, value, CELL_NUMBERS[name])
-    if name == "precision":
-        if value is None:
-            return None
-        if str(value) not in PRECISIONS:
-            raise choice_error("precision", value, list(PRECISIONS))
-        return str(value)
-    enums = {
-        "dtype": Dtype, "quant": Quant, "seed_policy": SeedPolicy,
-        "length_semantics": LengthSemantics, "bnb_4bit_quant_type": Bnb4bitType,
-    }  # fmt: skip
-    if name in enums:
-        return parse_choice(enums[name], name, value).value
-    if name == "backend":
-        if str(value) not in BACKEND_CHOICES:
-            raise choice_error("backend", value, BACKEND_CHOICES)
-        return str(value)
-    raise choice_error("setting field", name, GRID_AXES)
-
-
-CELL_FIELDS = (
-    "template", "decoding", "max_length", "length_semantics", "precision", "dtype", "quant",
-    "bnb_4bit_quant_type", "backend", "n_samples", "samples_per_call", "seed", "seed_policy",
-)  # fmt: skip
-
-
 def load_run_config(overrides: Sequence[str]) -> RunConfig:
     """Parse overrides (sweeps become axes), check them, compose, validate, and freeze.
     Raises ConfigError, naming the bad key or value, before anything is loaded."""
@@ -328,6 +249,8 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
             batched_samples=option(cfg, "checkpoint.batched_samples"),
         ),
         progress_every_s=option(cfg, "progress.every_s"),
+        estimate=estimate_spec(_mapping(OmegaConf.to_container(cfg.estimate), "estimate")),
+        preflight=preflight_spec(_mapping(OmegaConf.to_container(cfg.preflight), "preflight")),
     )
 
 
@@ -415,6 +338,10 @@ def _cluster_spec(cfg: DictConfig) -> ClusterSpec:
         max_pending_exec=option(cfg, "cluster.max_pending_exec"),
         replicas=option(cfg, "cluster.replicas"),
         exec_resource=_optional_name(cfg.cluster.exec_resource, "cluster.exec_resource"),
+        connect_timeout_s=option(cfg, "cluster.connect_timeout_s"),
+        env_address=os.environ.get(ENV_RAY_ADDRESS) or None,
+        ray_temp_dir=os.environ.get(ENV_RAY_TMPDIR) or None,
+        visible_gpus=os.environ.get(ENV_CUDA_VISIBLE),
     )
 
 

@@ -100,6 +100,15 @@ OPTION_NUMBERS: dict[str, Range] = {
     "vllm.gpu_memory_utilization": Range(float, 0, 1, low_open=True),
     "vllm.cpu_kv_cache_gib": Range(float, 0, low_open=True),
     "vllm.tensor_parallel_size": Range(int, 1, nullable=True),
+    "cluster.connect_timeout_s": Range(
+        float, 0, 600, low_open=True, why="an unreachable cluster.address fails after this long"
+    ),
+    "estimate.bandwidth_gbps": Range(float, 0, 100_000, low_open=True, nullable=True),
+    "estimate.output_tokens": Range(int, 1, 1 << 20),
+    "estimate.chars_per_token": Range(float, 0.5, 32),
+    "estimate.cpu_bandwidth_gbps": Range(float, 0, 100_000, low_open=True),
+    "estimate.cpu_gflops": Range(float, 0, 10_000_000, low_open=True),
+    "preflight.hub_timeout_s": Range(float, 0, 600, low_open=True),
 }
 
 OPTION_FLAGS = ("vllm.enforce_eager", "vllm.batch_invariant", "cluster.cpu_if_no_gpus")

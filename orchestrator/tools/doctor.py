@@ -1,29 +1,34 @@
-"""`doctor`: what this machine can run (backends, sandbox isolation, InfiBench toolchains)."""
+"""`doctor`: what this machine can run (backends, GPUs, sandbox isolation, InfiBench
+toolchains) and, given a grid (`reprogrid doctor KEY=VALUE...`), whether that grid can start
+here: its models' weights, the GPUs its engines need, and the cluster address."""
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.run.provenance import library_versions
 
 
-def doctor_report() -> dict[str, Any]:
+def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The machine's capabilities; with overrides, also `grid` (see grid_checks)."""
+    from orchestrator.run.hardware import detect_gpus
+
     versions = library_versions()
     backends = {
         "hf": importlib.util.find_spec("transformers") is not None,
         "vllm": importlib.util.find_spec("vllm") is not None,
         "bitsandbytes": importlib.util.find_spec("bitsandbytes") is not None,
     }
-    gpu = {"nvidia-smi": shutil.which("nvidia-smi") is not None}
+    gpus = detect_gpus()
     from workers.sandbox import sandbox_capabilities, sandbox_isolation
 
     isolation = sandbox_isolation()
     report: dict[str, Any] = {
         "versions": versions,
         "backends": backends,
-        "gpu": gpu,
+        "gpu": {"count": gpus.count, "names": list(gpus.names), "source": gpus.source.value},
         "sandbox": sandbox_capabilities(),
         # the level executions get here (recorded per execution; docs/sandbox.md) and why
         "isolation": {"level": isolation.level.value, **isolation.facts},
@@ -34,7 +39,19 @@ def doctor_report() -> dict[str, Any]:
         report["infibench_executors"] = None
     else:
         report["infibench_executors"] = executor_availability()
+    if overrides:
+        report["grid"] = grid_checks(overrides)
     return report
+
+
+def grid_checks(overrides: Sequence[str]) -> dict[str, Any]:
+    """Preflight of the whole grid: every cell not skipped, done or not (the store is not
+    read), and the probe of `cluster.address`; PreflightReport JSON."""
+    from orchestrator.run.config import load_run_config
+    from orchestrator.run.preflight import preflight
+    from orchestrator.run.runner import prepare
+
+    return preflight(prepare(load_run_config(overrides))).to_json()
 
 
 def render_doctor(data: dict[str, Any]) -> str:
@@ -43,7 +60,9 @@ def render_doctor(data: dict[str, Any]) -> str:
 
     lines = ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(data["versions"].items()))]
     lines.append("backends: " + ", ".join(f"{k} {yes(v)}" for k, v in data["backends"].items()))
-    lines.append("gpu: " + ", ".join(f"{k} {yes(v)}" for k, v in data["gpu"].items()))
+    gpu = data["gpu"]
+    names = f": {', '.join(gpu['names'])}" if gpu["names"] else ""
+    lines.append(f"gpu: {gpu['count']} ({gpu['source']}{names})")
     lines.append("sandbox: " + ", ".join(f"{k} {yes(v)}" for k, v in data["sandbox"].items()
                                          if isinstance(v, bool)))  # fmt: skip
     iso = data["isolation"]
@@ -56,6 +75,27 @@ def render_doctor(data: dict[str, Any]) -> str:
         lines.append("infibench executors: " + ", ".join(f"{k} {yes(v)}" for k, v in ex.items()))
         missing = [k for k, v in ex.items() if not v]
         if missing:
-            lines.append("  questions needing " + ", ".join(missing)
-                         + " get status toolchain-missing (see docs/infibench.md)")  # fmt: skip
+            lines.append(
+                "  questions needing "
+                + ", ".join(missing)
+                + " get status toolchain-missing (see docs/infibench.md)"
+            )
+    if "grid" in data:
+        lines += _render_grid(data["grid"])
     return "\n".join(lines)
+
+
+def _render_grid(grid: dict[str, Any]) -> list[str]:
+    lines = ["grid:"]
+    c = grid["cluster"]
+    if c["address"]:
+        state = {True: "reachable", False: "UNREACHABLE", None: "not probed"}[c["reachable"]]
+        lines.append(f"  cluster {c['address']}: {state}")
+    for w in grid["weights"]:
+        lines.append(f"  weights {w['model']}: {w['status']} ({w['detail']})")
+    for h in grid["hardware"]:
+        lines.append(f"  engine {h['engine']}: {h['placement']} ({h['reason']})")
+    for p in grid["problems"]:
+        lines.append(f"  {p['severity'].upper()} {p['kind']}: {p['message']}")
+    lines.append(f"  blocking problems: {grid['blocking']}")
+    return lines

@@ -18,15 +18,20 @@ def run_cli(args, capsys) -> tuple[int, str, str]:
 
 
 def test_plan_paper60_json(env, capsys, tmp_path):
-    code, out, _ = run_cli(["plan", "--json", "grid=paper60", "model=codellama-7b-base",
-                            f"store={tmp_path}"], capsys)  # fmt: skip
+    weights = tmp_path / "weights"  # a local folder: the weights check needs no network
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    args = ["plan", "--json", "grid=paper60", "model=codellama-7b-base"]
+    args += [f"model.repo_id={weights}", f"store={tmp_path / 'store'}"]
+    code, out, _ = run_cli(args, capsys)
     assert code == 0
     data = json.loads(out)
     assert data["n_settings"] == 60 and data["n_keys"] == 60
     assert data["engine_loads"] == 5 and len(data["engines"]) == 5
     assert data["counts"]["generate"] == 60
     assert data["generations"] == 60 * 164
-    assert data["estimated_s"] is None  # nothing measured in an empty store
+    # nothing measured in an empty store: the cost model estimates every engine
+    assert data["estimate_basis"] == "model" and data["estimated_gpu_hours"] > 0
     templates = {s["template"] for e in data["engines"] for s in e["settings"]}
     assert templates == {"codellama", "instruct"}
 

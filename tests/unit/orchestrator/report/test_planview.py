@@ -1,0 +1,106 @@
+"""`plan` as text: where each engine runs, which estimates are measured and which are the
+model, and the blocking problems (rendered from plan_json data)."""
+
+from __future__ import annotations
+
+from orchestrator.report.planview import render_plan
+
+
+def engine(basis: str, placement_reason: str, device: str = "cpu") -> dict:
+    return {
+        "engine_key": "e",
+        "model": "m",
+        "backend": "hf",
+        "dtype": "bf16",
+        "quant": "none",
+        "num_gpus": 1,
+        "placement": "cpu",
+        "placement_reason": placement_reason,
+        "estimated_s": 3700.0,
+        "estimated_gpu_hours": 1.5,
+        "basis": basis,
+        "device": device,
+        "model_estimate": {},
+        "settings": [
+            {
+                "setting_key": "k" * 64,
+                "action": "generate",
+                "reason": None,
+                "template": "instruct",
+                "decoding": "greedy",
+                "max_length": 2048,
+                "precision": "bf16",
+                "generated_samples": 3,
+                "total_samples": 164,
+            }
+        ],
+    }
+
+
+def plan_data(engines: list[dict], basis: str, problems: list[dict] = ()) -> dict:
+    return {
+        "n_settings": 1,
+        "n_keys": 1,
+        "counts": {"done": 0, "generate": 1, "execute": 0, "skip": 0, "failed": 0},
+        "engine_loads": 1,
+        "generations": 164,
+        "n_problems": 164,
+        "estimated_s": 3700.0 * len(engines),
+        "estimated_gpu_hours": 1.5 * len(engines),
+        "estimate_basis": basis,
+        "estimate": {
+            "gpu": "a100-80gb",
+            "gpu_source": "assumed (no GPU named here)",
+            "gpu_bandwidth_gbps": 2039.0,
+            "cpu_bandwidth_gbps": 20.0,
+            "output_tokens_prior": 200,
+        },
+        "warnings": [],
+        "preflight": {
+            "cluster": {"address": None, "endpoint": None, "error": None, "reachable": None},
+            "gpus": {"count": 0, "names": [], "source": "no nvidia-smi", "detail": ""},
+            "weights": [
+                {
+                    "model": "m",
+                    "repo_id": "r",
+                    "revision": "main",
+                    "status": "in the HF cache",
+                    "detail": "/cache/r",
+                }
+            ],
+            "hardware": [],
+            "problems": list(problems),
+            "blocking": len(problems),
+        },
+        "engines": engines,
+    }
+
+
+def test_a_gpu_less_machine_never_shows_a_bare_gpu():
+    reason = "needs 1 GPU(s), none here: runs on CPU (cluster.cpu_if_no_gpus=true)"
+    text = render_plan(plan_data([engine("model", reason)], "model"))
+    assert "(1 GPU)" not in text
+    assert f"engine m hf bf16/none ({reason}) ~1h01m on cpu, 1.5 GPU-h [estimate (model)]" in text
+    assert "GPUs here: 0 [no nvidia-smi]" in text
+    assert "3/164 samples" in text
+
+
+def test_measured_and_model_are_told_apart():
+    both = [engine("measured", "1 of 1 GPU(s)", "h200"), engine("model", "1 of 1 GPU(s)", "h200")]
+    text = render_plan(plan_data(both, "mixed"))
+    assert "(measured for 1 engine(s), estimate (model) for 1)" in text
+    assert "[measured]" in text and "[estimate (model)]" in text
+    assert "2h03m on one device at a time, 3.0 GPU-hours" in text
+    assert "GPU a100-80gb, 2039 GB/s: assumed" in text
+
+
+def test_blocking_problems_are_listed():
+    problem = {
+        "kind": "weights",
+        "severity": "blocking",
+        "subject": "m",
+        "message": "repository org/x (revision main) not found on the Hub",
+    }
+    text = render_plan(plan_data([engine("model", "r")], "model", [problem]))
+    assert "BLOCKING (1):\n  weights: repository org/x (revision main) not found" in text
+    assert "weights m: in the HF cache (/cache/r)" in text
