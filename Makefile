@@ -81,12 +81,16 @@ test-driver:
 	cd $(DRIVER_DIR) && venv/bin/reprogrid report --store $(DRIVER_STORE) --format md,json
 	cd $(DRIVER_DIR) && venv/bin/reprogrid verify --store $(DRIVER_STORE)
 	cd $(DRIVER_DIR) && venv/bin/reprogrid export --store $(DRIVER_STORE) --format eee --out eee
+	cd $(DRIVER_DIR)/eee/scores && ../../venv/bin/every_eval_ever validate --format github \
+	  'data/*/*/*/*.json'
+	cd $(DRIVER_DIR)/eee/literature && ../../venv/bin/every_eval_ever validate --format github \
+	  'data/*/*/*/*.json'
 	cd $(DRIVER_DIR) && PYTHONPATH=$(CURDIR)/tests/plugins venv/bin/python -m pytest -p gpu_free \
 	  --import-mode=append -m "not heavy and not gpu" $(PYTEST_ARGS) \
 	  $(addprefix $(CURDIR)/,$(DRIVER_TESTS))
 
 # What the driver tier runs (tests that need torch, transformers or the tiny model skip there).
-DRIVER_TESTS ?= tests/unit tests/integration/test_store_engines.py tests/integration/test_eee.py
+DRIVER_TESTS ?= tests/unit tests/integration/test_store_engines.py
 
 # The GPU worker lock resolves against the registry (package metadata only: no CUDA wheel is
 # downloaded or installed); `lock-gpu` / `lock-driver` rewrite the locks from pyproject.toml.
