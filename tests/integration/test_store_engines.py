@@ -134,9 +134,10 @@ def test_a_hive_partitioned_copy_is_understood_by_every_engine(store, tmp_path):
 def test_a_quarantine_folder_stays_out_of_a_table_glob(store, tmp_path):
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
-    moved = copy / "quarantine" / "scores" / "20250101T000000Z-abcd" / shards(copy, "scores")[0].name
+    shard = shards(copy, "scores")[0]
+    moved = copy / "quarantine" / "scores" / "20250101T000000Z-abcd" / shard.name
     moved.parent.mkdir(parents=True)
-    shutil.copy(shards(copy, "scores")[0], moved)
+    shutil.copy(shard, moved)
     con = duckdb.connect()
     n = con.execute(f"SELECT count(*) FROM '{copy}/scores/*.parquet'").fetchall()[0][0]
     assert n == len(pd.read_parquet(copy / "scores")) == len(pd.read_parquet(store / "scores"))
