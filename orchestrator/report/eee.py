@@ -220,17 +220,17 @@ def _results(
     counts: ProblemCounts | None,
     options: EeeOptions,
 ) -> list[dict[str, Any]]:
-    metrics = {str(score["metric"]): score.get("value")}
+    candidates: dict[str, Any] = {str(score["metric"]): score.get("value")}
     for name, column in SCORE_METRICS:
-        metrics.setdefault(name, score.get(column))
+        candidates.setdefault(name, score.get(column))
+    # A metric the setting has no value for (pass@10 with fewer samples) is left out.
+    metrics = {m: float(v) for m, v in candidates.items() if present(v) and math.isfinite(v)}
     benchmark = str(score.get("benchmark"))
     data = {n: setting.get(n) for n in ("variant", "data_sha256", "limit", "benchmark_n_problems")}
     source = source_data(benchmark, score.get("n_problems"), data)
     generation = generation_config(setting, run)
     results = []
     for metric, value in metrics.items():
-        if not present(value) or not math.isfinite(float(value)):
-            continue
         results.append(
             {
                 "evaluation_result_id": metric,
@@ -239,7 +239,7 @@ def _results(
                 "metric_config": metric_config(metric, benchmark),
                 "score_details": _score_details(
                     score,
-                    float(value),
+                    value,
                     counts if metric == "pass@1" else None,
                     options,
                     metric == score["metric"],
@@ -277,7 +277,7 @@ def _model_info(setting: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]
 
 def _library_version(setting: Mapping[str, Any]) -> str:
     versions = setting.get("library_versions_json")
-    if present(versions):
+    if isinstance(versions, str):
         return str(json.loads(versions).get(LIBRARY, "unknown"))
     return "unknown"
 
