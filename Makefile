@@ -2,6 +2,8 @@
 # virtualenv first if it is missing (see README: Installation).
 
 PYTHON ?= python3
+# The driver tier (`make test-driver`): a Python 3.12 interpreter, found on PATH unless set.
+PYTHON312 ?= python3.12
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.reprogrid-installed
@@ -15,7 +17,8 @@ export RAY_AUTH_MODE ?= disabled
 
 PYTEST_ARGS ?=
 
-.PHONY: install test test-heavy test-gpu demo bench bench-sandbox bench-grid bench-backends lint clean
+.PHONY: install test test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
+	bench bench-sandbox bench-grid bench-backends lint clean
 
 install: $(STAMP)
 
@@ -48,6 +51,58 @@ demo: $(STAMP)
 	$(BIN)/reprogrid run experiment=cpu-demo benchmark.limit=$(DEMO_LIMIT) store=$(DEMO_STORE)
 	$(BIN)/reprogrid status --store $(DEMO_STORE)
 
+# The driver on Python 3.12 from a built wheel, in a fresh venv without any GPU library
+# (docs/install.md): install requirements/driver.txt (--no-deps, then `pip check`: the lock is
+# complete and consistent on its own), build the wheel (a build warning fails), install it (not
+# editable), run the commands a laptop or login node runs, then the tests that need no GPU
+# library, from outside the checkout so that the installed wheel is what they import.
+DRIVER_DIR := build/py312
+DRIVER_PY := $(DRIVER_DIR)/venv/bin/python
+DRIVER_STORE := $(abspath $(DRIVER_DIR)/store)
+DRIVER_RUN := model=deepseekcoder-1.3b-instruct benchmark.limit=3 max_length=2048 \
+	backend=replay replay_path=$(abspath tests/fixtures/store_v1_replay.jsonl) \
+	template=own,instruct precision=bf16,fp16 cluster.num_cpus=2 store=$(DRIVER_STORE)
+test-driver:
+	@$(PYTHON312) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null || { \
+	  echo "test-driver: no Python 3.12 as '$(PYTHON312)' (set PYTHON312=/path/to/python3.12)" >&2; \
+	  exit 1; }
+	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
+	$(DRIVER_PY) -m pip install -q -U pip
+	$(DRIVER_PY) -m pip install -q --no-deps -r requirements/driver.txt
+	$(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . > $(DRIVER_DIR)/wheel.log 2>&1 \
+	  || { cat $(DRIVER_DIR)/wheel.log; exit 1; }
+	@! grep -i "warn" $(DRIVER_DIR)/wheel.log || { echo "test-driver: the build warned" >&2; exit 1; }
+	$(DRIVER_PY) -m pip install -q --no-deps $(DRIVER_DIR)/dist/reprogrid-*.whl
+	$(DRIVER_PY) -m pip check
+	cd $(DRIVER_DIR) && venv/bin/reprogrid --help > /dev/null
+	cd $(DRIVER_DIR) && venv/bin/reprogrid plan $(DRIVER_RUN)
+	cd $(DRIVER_DIR) && venv/bin/reprogrid run $(DRIVER_RUN)
+	cd $(DRIVER_DIR) && venv/bin/reprogrid status --store $(DRIVER_STORE)
+	cd $(DRIVER_DIR) && venv/bin/reprogrid report --store $(DRIVER_STORE) --format md,json
+	cd $(DRIVER_DIR) && venv/bin/reprogrid verify --store $(DRIVER_STORE)
+	cd $(DRIVER_DIR) && venv/bin/reprogrid export --store $(DRIVER_STORE) --format eee --out eee
+	cd $(DRIVER_DIR)/eee/scores && ../../venv/bin/every_eval_ever validate --format github \
+	  'data/*/*/*/*.json'
+	cd $(DRIVER_DIR)/eee/literature && ../../venv/bin/every_eval_ever validate --format github \
+	  'data/*/*/*/*.json'
+	cd $(DRIVER_DIR) && PYTHONPATH=$(CURDIR)/tests/plugins venv/bin/python -m pytest -p gpu_free \
+	  --import-mode=append -m "not heavy and not gpu" $(PYTEST_ARGS) \
+	  $(addprefix $(CURDIR)/,$(DRIVER_TESTS))
+
+# What the driver tier runs (tests that need torch, transformers or the tiny model skip there).
+DRIVER_TESTS ?= tests/unit tests/integration/test_store_engines.py
+
+# The GPU worker lock resolves against the registry (package metadata only: no CUDA wheel is
+# downloaded or installed); `lock-gpu` / `lock-driver` rewrite the locks from pyproject.toml.
+check-gpu-lock: $(STAMP)
+	$(BIN)/python requirements/resolve.py check gpu-worker
+
+lock-gpu: $(STAMP)
+	$(BIN)/python requirements/resolve.py compile gpu-worker
+
+lock-driver:
+	$(PYTHON312) requirements/resolve.py compile driver
+
 bench: bench-sandbox bench-grid bench-backends
 
 bench-sandbox: $(STAMP)
@@ -63,4 +118,4 @@ lint: $(STAMP)
 	$(BIN)/python -m ruff check orchestrator workers storage tests perf
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) results build

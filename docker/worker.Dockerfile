@@ -2,11 +2,12 @@
 # reprogrid GPU worker: a Ray node that loads engines (transformers + bitsandbytes, official
 # vLLM for CUDA). Build from the repository root:
 #   docker build -f docker/worker.Dockerfile -t reprogrid-worker:0.1.0 .
-# CUDA user-space libraries come with the pinned torch/vLLM wheels (vllm==0.33.0 pins torch
-# 2.14.0 and its nvidia-* wheels); the host's driver is mounted by the NVIDIA container toolkit
-# (NVIDIA_* variables below). Python 3.11 on Debian 12, as on the development machines.
-# Versions of the Python packages must equal requirements/lock.txt (vllm: the `gpu` extra of
-# pyproject.toml); tests/unit/test_docker.py checks that.
+# Every Python package comes from one lock, requirements/gpu-worker.txt (the core dependencies
+# plus the `gpu` extra, resolved together: vllm==0.33.0 pins torch 2.14.0 and its nvidia-*
+# wheels, which carry the CUDA user-space libraries); the host's driver is mounted by the NVIDIA
+# container toolkit (NVIDIA_* variables below). `make check-gpu-lock` resolves the lock against
+# the registry. Python 3.11.14, the same as the sandbox image (the Ray head): Ray refuses a node
+# or driver whose Python differs from the cluster's (docs/install.md).
 FROM python:3.11.14-slim-bookworm
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -36,27 +37,12 @@ RUN groupadd --gid 1000 reprogrid \
     && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash reprogrid \
     && python -m venv /opt/venv
 
-# One resolver run for the heavy stack, so pip sees every pin at once (vLLM pins torch).
-RUN pip install --no-cache-dir \
-        "vllm==0.33.0" \
-        "transformers==5.19.0" \
-        "tokenizers==0.23.3" \
-        "accelerate==1.15.0" \
-        "bitsandbytes==0.50.2" \
-        "safetensors==0.8.0" \
-        "huggingface_hub==2.4.0" \
-        "gguf==0.19.0" \
-        "ray[default]==2.60.0" \
-        "hydra-core==1.3.8" \
-        "omegaconf==2.3.1" \
-        "pandas==3.1.1" \
-        "pyarrow==26.0.1" \
-        "numpy==2.3.5" \
-        "PyYAML==6.0.4" \
-        "rouge_score==0.1.2"
+# One resolver run for the whole stack, from the lock (--no-deps: the lock is complete, and
+# `make check-gpu-lock` proves it resolves on its own).
+COPY requirements/gpu-worker.txt /opt/reprogrid/requirements/gpu-worker.txt
+RUN pip install --no-cache-dir --no-deps -r /opt/reprogrid/requirements/gpu-worker.txt
 
-# The project last: it changes most often. --no-deps: its dependencies are the pins above
-# (pyproject's torch==2.13.0 is the CPU development pin; here vLLM's torch 2.14.0 is used).
+# The project last: it changes most often. --no-deps: its dependencies are the lock above.
 COPY --chown=reprogrid:reprogrid pyproject.toml README.md /opt/reprogrid/
 COPY --chown=reprogrid:reprogrid orchestrator /opt/reprogrid/orchestrator
 COPY --chown=reprogrid:reprogrid workers /opt/reprogrid/workers

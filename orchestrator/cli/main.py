@@ -12,11 +12,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from orchestrator.cli import backends, grid, report, tools
+from orchestrator.cli import backends, export, grid, report, tools
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
-EXTENSIONS = (grid, report, backends, tools)
+EXTENSIONS = (grid, report, backends, tools, export)
 
 logger = logging.getLogger("reprogrid")
 

