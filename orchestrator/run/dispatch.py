@@ -22,7 +22,9 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from orchestrator.errors import ClusterError
+from orchestrator.run.address import probe_cluster
 from orchestrator.run.chunks import ChunkPolicy, UnitQueue, resume
+from orchestrator.run.compat import explain_connect_error
 from orchestrator.run.config import ClusterSpec
 from orchestrator.run.plan import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.run.progress import Progress
@@ -62,6 +64,9 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if cluster.address:
         logger.info("connecting to the Ray cluster at %s", cluster.address)
+        # the head may have gone since the preflight: a closed port is an error now, not a
+        # retry loop of Ray's
+        probe_cluster(cluster)
         ctx = _connect(cluster.address)
         started = False
     else:
@@ -90,6 +95,11 @@ def _connect(address: str):
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
             return ray.init(address=address, log_to_driver=False)
+        except RuntimeError as e:
+            mismatch = explain_connect_error(e, address)  # another Python or Ray version
+            if mismatch is None:
+                raise
+            raise mismatch from e
         except ConnectionError as e:
             if not address.startswith("ray://") or attempt == CONNECT_ATTEMPTS:
                 raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from e

@@ -214,9 +214,14 @@ def run_grid(
     stream: TextIO | None = None,
     command: str = "run",
 ) -> RunOutcome:
-    """Run every setting of the grid that the store does not hold yet."""
+    """Run every setting of the grid that the store does not hold yet. What would stop it
+    anyway (weights that cannot be had, no GPU where one is needed, an unreachable cluster)
+    is an error before the lock is taken, Ray starts, or a run row is written."""
+    from orchestrator.run.preflight import preflight, raise_if_blocking
+
     config = prepared.config
     store = Store(config.store)
+    raise_if_blocking(preflight(prepared, make_plan(store, prepared, retry_failed)), command)
     run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     with store.writer_lock(wait_s=wait_lock_s):
         removed = store.clean_temp()

@@ -37,11 +37,12 @@ def reprogrid(args, env, timeout=FAIL_FAST_S * 4) -> subprocess.CompletedProcess
     )
 
 
-def test_an_unreachable_cluster_address_exits_2_naming_it(cli_env, tmp_path):
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_an_unreachable_cluster_address_exits_2_naming_it(cli_env, tmp_path, command):
     store = tmp_path / "store"
     done = reprogrid(
         [
-            "plan",
+            command,
             "model=tiny",
             "benchmark.limit=2",
             "cluster.address=127.0.0.1:1",
