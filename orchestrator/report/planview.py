@@ -58,7 +58,8 @@ def _preflight_lines(pre: dict[str, Any] | None) -> list[str]:
 
 def _engine_header(g: dict[str, Any]) -> str:
     where = g["placement_reason"] or f"needs {g['num_gpus']} GPU(s)"
-    head = f"\nengine {g['model']} {g['backend']} {g['dtype']}/{g['quant']} ({where})"
+    replicas = f", {g['replicas']} replicas" if g.get("replicas", 1) > 1 else ""
+    head = f"\nengine {g['model']} {g['backend']} {g['dtype']}/{g['quant']} ({where}{replicas})"
     if g["estimated_s"] is None:
         return head
     hours = f", {g['estimated_gpu_hours']:.1f} GPU-h" if g["estimated_gpu_hours"] else ""
@@ -81,7 +82,8 @@ def render_plan(data: dict[str, Any]) -> str:
     for g in data["engines"]:
         lines.append(_engine_header(g))
         for s in g["settings"]:
-            why = f"  ({s['reason']})" if s["reason"] else ""
+            notes = [n for n in (s["reason"], s.get("note")) if n]
+            why = f"  ({'; '.join(notes)})" if notes else ""
             lines.append(
                 f"  {s['setting_key'][:12]}  {s['action']:8s} {s['template']:12s} "
                 f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']:5s} "

@@ -214,7 +214,7 @@ class Dispatcher:
         for item in unit.settings:
             bench = self.benchmarks[item.setting.benchmark.name]
             order = bench.problem_ids()
-            ids = order[: item.setting.benchmark.limit]
+            ids = item.setting.benchmark.select(order)
             stored = self.writer.stored(item.key, item.setting.n_samples)
             work, restart = resume(item.key, item.setting, ids, stored)
             if restart:
@@ -464,7 +464,9 @@ class Dispatcher:
         return self.summary
 
     def stop(self) -> None:
-        """An interrupt: commit the chunks and executions that are back, then stop the rest."""
+        """An interrupt: commit the chunks and executions that are back. The rest stops when
+        the driver disconnects (its actors and tasks die with their owner), which the caller
+        does next; killing them one by one would only make Ray announce retries."""
         self._stopping = True
         refs = [*self._gen, *self._exec]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
@@ -473,7 +475,8 @@ class Dispatcher:
                 self._on_generated(ref)
             elif ref in self._exec:
                 self._on_executed(ref)
-        self.abort()
+        self._gen.clear()
+        self._exec.clear()
 
     def abort(self) -> None:
         """Stop every engine and execution now: committed chunks stay."""

@@ -3,7 +3,9 @@
 The "model" id may carry test knobs: `fake://delay=0.05,fail-on=[INST]` sleeps per request and
 raises for prompts containing the given text (to test per-setting failures);
 `fake://fail-load=FILE` appends a line to FILE at every load and then raises (to test that a
-failed load is reported once per unit, with its own error).
+failed load is reported once per unit, with its own error); `fake://barrier=DIR:N` makes the
+first request of every engine wait until N engines have reached it (to test that N replicas are
+placed at once: with fewer placed, it times out and raises).
 """
 
 from __future__ import annotations
@@ -26,8 +28,25 @@ def _knobs(repo_id: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
 
 
+BARRIER_TIMEOUT_S = 120.0
+
+
+def _barrier(spec: str) -> None:
+    """Wait until `count` engines have written their pid into `folder` (test knob)."""
+    folder, _, count = spec.rpartition(":")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as fh:
+        fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    deadline = time.monotonic() + BARRIER_TIMEOUT_S
+    while len(os.listdir(folder)) < int(count):
+        if time.monotonic() > deadline:
+            raise FakeFailure(f"only {len(os.listdir(folder))} of {count} engines ran at once")
+        time.sleep(0.1)
+
+
 class FakeBackend:
     def __init__(self) -> None:
+        self._waited = False
         self.knobs: dict[str, str] = {}
 
     def load(self, engine: EngineSpec) -> EngineInfo:
@@ -62,6 +81,9 @@ class FakeBackend:
     ) -> list[Generation]:
         out = []
         delay = float(self.knobs.get("delay", 0))
+        if "barrier" in self.knobs and not self._waited:
+            self._waited = True
+            _barrier(self.knobs["barrier"])
         for request in requests:
             if "fail-on" in self.knobs and self.knobs["fail-on"] in request.prompt:
                 raise FakeFailure(
