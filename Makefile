@@ -18,7 +18,7 @@ export RAY_AUTH_MODE ?= disabled
 PYTEST_ARGS ?=
 
 .PHONY: install test test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
-	bench bench-sandbox bench-grid bench-backends lint clean
+	bench bench-sandbox bench-grid bench-backends lint format typecheck clean
 
 install: $(STAMP)
 
@@ -114,8 +114,18 @@ bench-grid: $(STAMP)
 bench-backends: $(STAMP)
 	$(BIN)/python perf/backends.py
 
+# Lint and format check (ruff), and the type checker over the three packages (mypy; its
+# configuration is [tool.mypy] in pyproject.toml). All three run in CI (.ci/run).
+LINTED := orchestrator workers storage tests perf requirements
 lint: $(STAMP)
-	$(BIN)/python -m ruff check orchestrator workers storage tests perf
+	$(BIN)/python -m ruff check $(LINTED)
+	$(BIN)/python -m ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(BIN)/python -m ruff format $(LINTED)
+
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV) results build

@@ -115,6 +115,7 @@ class UnitQueue:
 
     def _problems(self, work: SettingWork) -> int:
         per_problem = max(1, work.setting.n_samples)
+        target: float
         if self.policy.every_samples is not None:
             target = self.policy.every_samples
         elif self.batched:
