@@ -10,7 +10,7 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2"  # 2: the run-time facts of a setting (columns marked added in "2")
+SCHEMA_VERSION = "3"  # 2: a setting's run-time facts; 3: the problem selection (marked "2", "3")
 
 
 class SettingStatus(StrEnum):
@@ -73,6 +73,7 @@ SETTINGS = pa.schema(
         ("variant", _str),
         ("data_sha256", _str),
         ("limit", pa.int32()),
+        _added("problems", _str, "3"),  # benchmark.problems: task ids, comma-joined (null: all)
         # Facts fixed at run time so that a report needs nothing but the store: problems the
         # setting covers and the benchmark's total (fewer: a pilot), the template kind (own /
         # instruct / chat / ...) and the model's own template.
@@ -189,6 +190,9 @@ SCORES = pa.schema(
         ("max_length", pa.int32()),
         ("length_semantics", _str),
         ("seed", pa.int64()),
+        # the problem selection: `n_problems` above counts what it selected
+        _added("limit", pa.int32(), "3"),
+        _added("problems", _str, "3"),
     ]
 )
 

@@ -97,6 +97,9 @@ def setting_fields(setting: SettingSpec) -> dict[str, Any]:
         "n_samples": setting.n_samples,
         "do_sample": decoding.do_sample,
     }
+    if setting.benchmark.problems is not None:
+        # Only when set: the key of every setting without a selection stays what it was.
+        fields["problems"] = list(setting.benchmark.problems)
     if decoding.do_sample:
         fields.update(
             temperature=float(decoding.temperature),

@@ -147,7 +147,7 @@ class EngineSession:
         chunks = []
         for key, setting in items:
             bench = self.benchmarks[setting.benchmark.name]
-            ids = bench.problem_ids()[: setting.benchmark.limit]
+            ids = setting.benchmark.select(bench.problem_ids())
             chunks.append(ChunkRequest(key, setting, 0, ids))
         return [replace(r, chunk=None) if isinstance(r, SettingGenerations) else r
                 for r in self.run(chunks)]  # fmt: skip

@@ -8,6 +8,7 @@ from them (`workers/keys.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -103,16 +104,16 @@ class IsolationLevel(StrEnum):
     def rank(self) -> int:
         return list(IsolationLevel).index(self)
 
-    def __lt__(self, other: object) -> bool:
+    def __lt__(self, other: str) -> bool:
         return self.rank < IsolationLevel(other).rank
 
-    def __le__(self, other: object) -> bool:
+    def __le__(self, other: str) -> bool:
         return self.rank <= IsolationLevel(other).rank
 
-    def __gt__(self, other: object) -> bool:
+    def __gt__(self, other: str) -> bool:
         return self.rank > IsolationLevel(other).rank
 
-    def __ge__(self, other: object) -> bool:
+    def __ge__(self, other: str) -> bool:
         return self.rank >= IsolationLevel(other).rank
 
 
@@ -184,12 +185,35 @@ class DecodingSpec:
     top_k: int = 0  # 0 disables top-k (HF semantics)
 
 
+def select_problems(
+    ids: Sequence[str], problems: Sequence[str] | None, limit: int | None
+) -> tuple[str, ...]:
+    """The task ids of `ids` (benchmark order) that `problems` names (None: all), then the
+    first `limit` of them (None: all)."""
+    if problems is None:
+        return tuple(ids[:limit])
+    wanted = set(problems)
+    return tuple([i for i in ids if i in wanted][:limit])
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     name: str  # "humanevalfix" | "infibench"
     variant: str  # humanevalfix: "tests" | "docs"; infibench: the suite name ("v2.1")
     data_sha256: str  # hash of the loaded problems (canonical JSON of the rows)
     limit: int | None = None  # first N problems only (None: all)
+    # Task ids to cover, in benchmark order (None: all); `limit` then cuts this selection.
+    problems: tuple[str, ...] | None = None
+
+    def select(self, ids: Sequence[str]) -> tuple[str, ...]:
+        """The task ids this setting covers, in the benchmark's order `ids`."""
+        return select_problems(ids, self.problems, self.limit)
+
+    def n_selected(self, n_problems: int) -> int:
+        """How many problems it covers of a benchmark of `n_problems` (its `problems` are
+        checked against the benchmark's ids before a grid is expanded)."""
+        n = len(self.problems) if self.problems is not None else n_problems
+        return min(n, self.limit) if self.limit is not None else n
 
 
 @dataclass(frozen=True)

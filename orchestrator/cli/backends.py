@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.cli.common import DEFAULT_STORE
+from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
 
 
@@ -22,7 +22,7 @@ def register(sub) -> None:
         description="Pair the store's complete settings whose keyed fields are equal except "
         "for the backend, and compare their samples (docs/vllm.md).",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
 
     p = sub.add_parser(
@@ -32,7 +32,7 @@ def register(sub) -> None:
         description="Determinism check: re-generate through the setting's own backend, in this "
         "process, and compare with the stored samples (docs/vllm.md).",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
     p.add_argument(
         "--setting", action="append", required=True, metavar="KEY",
         help="a setting key or a unique prefix of one; repeat for several settings",
@@ -50,7 +50,7 @@ def cmd_compare_backends(args) -> int:
     from orchestrator.report.compare import compare_backends, render_comparison
     from storage.store import Store
 
-    data = compare_backends(Store(args.store))
+    data = compare_backends(Store(existing_store(args.store)))
     _out(json.dumps(data, indent=2) if args.json else render_comparison(data))
     return 0
 
@@ -59,7 +59,7 @@ def cmd_repeat_check(args) -> int:
     from orchestrator.tools.repeat_check import render_repeat_check, repeat_check
     from storage.store import Store
 
-    data = repeat_check(Store(args.store), args.setting, args.n, overrides=args.overrides or None)
+    data = repeat_check(Store(existing_store(args.store)), args.setting, args.n, overrides=args.overrides or None)
     _out(json.dumps(data, indent=2) if args.json else render_repeat_check(data))
     return 0
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 OVERRIDES_HELP = (
     "Hydra overrides, e.g. model=tiny template=instruct decoding=greedy max_length=2048 "
     "dtype=bf16 quant=none backend=hf. A comma list sweeps an axis (template=own,instruct); "
-    "grid=paper60 selects a grid and grid.<axis>=a,b changes one of its axes. Options: "
-    "docs/config.md."
+    "grid=paper60 selects a grid and grid.<axis>=a,b changes one of its axes; store=DIR (or "
+    "--store DIR) names the store. Options: docs/config.md."
 )
 DEFAULT_STORE = "results"
 
@@ -21,3 +22,58 @@ def out(text: str = "") -> None:
 
 def add_overrides(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=OVERRIDES_HELP)
+
+
+STORE_HELP = (
+    "the store: a folder or an object-store URI (default: {default}); `store=DIR` names it too"
+)
+
+
+def add_store(parser: argparse.ArgumentParser, default: str | None = DEFAULT_STORE) -> None:
+    """`--store DIR`, the one store option of every command that reads or writes a store."""
+    shown = default if default is not None else "the config's `store`"
+    parser.add_argument(
+        "--store", default=default, metavar="DIR", help=STORE_HELP.format(default=shown)
+    )
+
+
+def existing_store(store: str) -> str:
+    """`store` if it exists (object-store URIs are checked when opened): reading a store that
+    is not there is an error, never an empty answer."""
+    if "://" not in store and not Path(store).is_dir():
+        raise FileNotFoundError(f"store {store} does not exist (pass --store DIR or store=DIR)")
+    return store
+
+
+def normalize_store_args(argv: list[str], override_commands: set[str]) -> list[str]:
+    """Accept both ways of naming the store with every command: `--store DIR` (or
+    `--store=DIR`) becomes the override `store=DIR` for the commands that take Hydra overrides,
+    and `store=DIR` becomes `--store DIR` for the others. Two different stores are an error."""
+    command_at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if command_at is None:
+        return argv
+    head, command, rest = argv[:command_at], argv[command_at], argv[command_at + 1 :]
+    named: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token == "--store" and i + 1 < len(rest):
+            named.append(rest[i + 1])
+            i += 2
+            continue
+        if token.startswith("--store="):
+            named.append(token.split("=", 1)[1])
+        elif token.startswith("store="):
+            named.append(token.split("=", 1)[1])
+        else:
+            kept.append(token)
+        i += 1
+    if not named:
+        return argv
+    if len(set(named)) > 1:
+        raise ValueError(f"two stores named: {' and '.join(sorted(set(named)))}; name one")
+    store = named[0]
+    if command in override_commands:
+        return [*head, command, *kept, f"store={store}"]
+    return [*head, command, *kept, "--store", store]

@@ -11,7 +11,7 @@ import logging
 import time
 from pathlib import Path
 
-from orchestrator.cli.common import DEFAULT_STORE
+from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def register(sub) -> None:
         "(<out>/literature/data/...). Settings, provenance and the setting key travel in the "
         "records' generation and source details.",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
     p.add_argument("--format", required=True, choices=[f.value for f in ExportFormat],
                    help="eee: Every Eval Ever (EvalEval Coalition), schema 0.3.0")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write the records to")
@@ -67,8 +67,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from storage.store import Store
 
     parse_format(args.format)
-    if "://" not in args.store and not Path(args.store).is_dir():
-        raise FileNotFoundError(f"store {args.store} does not exist (pass --store DIR)")
+    existing_store(args.store)
     options = EeeOptions(organization=args.organization,
                          relationship=EvaluatorRelationship(args.evaluator_relationship))
     literature = None

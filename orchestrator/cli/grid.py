@@ -7,6 +7,7 @@ import json
 import sys
 
 from orchestrator.cli.common import add_overrides as _add_overrides
+from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
 
 
@@ -26,11 +27,17 @@ def register(sub) -> None:
     p.add_argument("--retry-failed", action="store_true", help="plan failed settings to re-run")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
-    p = sub.add_parser("status", help="settings complete/running/failed/skipped/pending")
-    p.add_argument("--store", default=None, help="store folder or URI (default: ./results)")
+    p = sub.add_parser(
+        "status",
+        help="settings complete/running/generated/partial/failed/skipped/pending per engine",
+        description="Per model and engine, how many settings of the latest run's grid (and of "
+        "the rest of the store) are complete, running, generated (waiting for execution), "
+        "partial (some chunks stored), failed, skipped or pending. A missing store is an error.",
+    )
+    add_store(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument("--run", default=None, help="a run id (default: the latest run)")
-
+    p.add_argument("--keys", action="store_true", help="also list every setting key and status")
 
 
 def cmd_run(args) -> int:
@@ -100,9 +107,13 @@ def cmd_status(args) -> int:
     from orchestrator.report.status import render_status, store_status
     from storage.store import Store
 
-    store = Store(args.store or "results")
+    store = Store(existing_store(args.store))
     data = store_status(store, run_id=args.run)
-    _out(json.dumps(data, indent=2, default=str) if args.json else render_status(data))
+    _out(
+        json.dumps(data, indent=2, default=str)
+        if args.json
+        else render_status(data, keys=args.keys)
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from orchestrator.cli import backends, export, grid, report, tools
+from orchestrator.cli.common import normalize_store_args
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
@@ -33,8 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _override_commands(parser: argparse.ArgumentParser) -> set[str]:
+    """The subcommands that take Hydra overrides (they name the store as `store=DIR`)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {
+        name
+        for name, p in sub.choices.items()
+        if any(a.dest == "overrides" for a in p._actions)
+        and not any("--store" in a.option_strings for a in p._actions)
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = normalize_store_args(argv, _override_commands(parser))
+    except ValueError as e:
+        parser.error(str(e))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

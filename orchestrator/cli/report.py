@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from orchestrator.cli.common import DEFAULT_STORE
+from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def _register_report(sub) -> None:
         help="tables, literature comparison, effects and plots for a store (md/csv/tex/html/json)",
         description="Join a store's scores with the literature values and write the report.",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
     out_help = (
         "output folder (default: <store>-report next to the store, ./report for an object-store "
         "URI; the report never writes into the store)"
@@ -75,7 +75,7 @@ def _register_verify(sub) -> None:
         "--fix damaged and foreign files go to <store>/quarantine/ (never deleted) and the next "
         "plain `run` redoes their settings.",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--fix", action="store_true",
@@ -90,11 +90,18 @@ def _register_export(sub) -> None:
         "export-generations",
         help="write a stored setting's programs as a BigCode harness generations.json",
     )
-    p.add_argument("--store", default=DEFAULT_STORE, help="store folder or URI (default: results)")
+    add_store(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--setting", metavar="KEY", help="setting key (or a unique prefix)")
+    which.add_argument(
+        "--all", action="store_true",
+        help="every setting whose generations are all stored: one file per setting, "
+        "<out>/<setting key>.json",
+    )  # fmt: skip
     p.add_argument(
-        "--setting", required=True, metavar="KEY", help="setting key (or a unique prefix)"
-    )
-    p.add_argument("--out", required=True, metavar="FILE", help="the JSON file to write")
+        "--out", required=True, metavar="PATH",
+        help="the JSON file to write (with --all: the folder)",
+    )  # fmt: skip
 
 
 def _register_import(sub) -> None:
@@ -113,7 +120,7 @@ def _register_import(sub) -> None:
         help="the setting the file was generated with, as overrides (template=instruct "
         "decoding=t0.2 max_length=512 precision=bf16 ...)",
     )  # fmt: skip
-    p.add_argument("--store", default=None, help="store folder or URI (default: config `store`)")
+    add_store(p, default=None)
     p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
                    help="wait this long for another writer of the store")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -134,8 +141,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.render import parse_formats, write_report
 
     formats = parse_formats(args.format)
-    if "://" not in args.store and not Path(args.store).is_dir():
-        raise FileNotFoundError(f"store {args.store} does not exist (pass --store DIR)")
+    existing_store(args.store)
     defaults = ReportOptions()
     options = ReportOptions(
         own_template_of=own_template_from_config,
@@ -177,8 +183,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from storage.store import Store
     from storage.verify import verify_store
 
-    if "://" not in args.store and not Path(args.store).is_dir():
-        raise FileNotFoundError(f"store {args.store} does not exist (pass --store DIR)")
+    existing_store(args.store)
     store = Store(args.store)
     if args.fix:
         with store.writer_lock(wait_s=args.wait_lock):
@@ -215,13 +220,18 @@ def render_verify(data: dict) -> str:
 
 def cmd_export_generations(args: argparse.Namespace) -> int:
     from orchestrator.tools.harness_io import (
+        export_all,
         export_entries,
         resolve_setting_key,
         write_generations_json,
     )
     from storage.store import Store
 
-    store = Store(args.store)
+    store = Store(existing_store(args.store))
+    if args.all:
+        for key, path, n_problems, n_samples in export_all(store, args.out):
+            _out(f"{path}: {n_problems} problems x {n_samples} samples (setting {key[:12]})")
+        return 0
     key = resolve_setting_key(store, args.setting)
     entries = export_entries(store, key)
     path = write_generations_json(entries, args.out)
@@ -240,7 +250,7 @@ def cmd_import_generations(args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps(outcome.__dict__, indent=2))
     else:
-        score = "-" if outcome.pass_at_1 is None else f"{100 * outcome.pass_at_1:.2f}"
+        score = "-" if outcome.pass_at_1 is None else f"{100 * outcome.pass_at_1:.2f}%"
         _out(
             f"setting {outcome.setting_key} (backend replay): pass@1 {score} "
             f"({outcome.n_passed} passing samples, {outcome.n_problems} problems x "

@@ -11,7 +11,8 @@ COLUMNS = (
     ("model", "model_name"), ("backend", "backend"), ("precision", "precision"),
     ("template", "template"), ("decoding", "decoding"), ("max_len", "max_length"),
     ("status", "status"), ("metric", "metric"), ("score", "value"), ("n", "n_problems"),
-    ("truncated", "n_prompt_truncated"), ("mismatch", "n_decode_mismatch"),
+    ("problems", "selection"), ("truncated", "n_prompt_truncated"),
+    ("mismatch", "n_decode_mismatch"),
 )  # fmt: skip
 
 
@@ -26,8 +27,20 @@ def score_table(store_uri: str, keys: Sequence[str]) -> list[dict[str, Any]]:
         score = scores.get(key)
         if score and row.get("status") == "complete":
             row.update({k: v for k, v in score.items() if k not in row or row[k] is None})
+        row["selection"] = selection_label(row.get("problems"), row.get("limit"))
         rows.append(row)
     return rows
+
+
+def selection_label(problems: str | None, limit: int | None) -> str:
+    """The problem selection in words: all, the first N, or the task ids named."""
+    parts = []
+    if problems:
+        ids = problems.split(",")
+        parts.append(problems if len(ids) <= 3 else f"{len(ids)} named ({ids[0]}, ...)")
+    if limit is not None:
+        parts.append(f"first {limit}")
+    return ", then ".join(parts) if parts else "all"
 
 
 def _cell(row: dict[str, Any], field: str) -> str:
@@ -35,8 +48,9 @@ def _cell(row: dict[str, Any], field: str) -> str:
     if value is None:
         return "-"
     if field == "value":
+        # One scale everywhere in this table and its JSON: a fraction, as stored.
         std = row.get("value_std")
-        return f"{100 * value:.2f}" + (f" ± {100 * std:.2f}" if std else "")
+        return f"{value:.4f}" + (f" ± {std:.4f}" if std else "")
     return str(value)
 
 

@@ -1,4 +1,5 @@
-"""`status`: per model and engine, how many settings are complete/running/failed/skipped/pending."""
+"""`status`: per model and engine, how many settings are complete, running, generated (waiting
+for execution), partly generated (some chunks stored), failed, skipped or pending."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from storage.index import SettingState, build_index
 from storage.schema import RunStatus, SettingStatus
 from storage.store import Store
 
-STATUSES = [s.value for s in SettingStatus]
+# The columns of `status`: a setting's stored status, refined by what the store holds.
+GENERATED = "generated"  # every generation stored, not executed yet
+PARTIAL = "partial"  # some chunks of its generations stored (a run stopped between chunks)
+STATUSES = ["complete", "running", GENERATED, PARTIAL, "failed", "skipped", "pending"]
 
 
 def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
@@ -23,10 +27,14 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     keys += sorted(k for k in settings if k not in set(keys))
     live = store.writer_active()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    failures = []
+    failures, partial, shown = [], [], {}
     for key in keys:
         row, state = settings.get(key), index.get(key)
         status = _shown_status(state, live) if row is not None else SettingStatus.PENDING.value
+        shown[key] = status
+        if status == PARTIAL and state is not None:
+            partial.append({"setting_key": key, "generated_samples": state.generated_samples,
+                            "total_samples": state.total_samples})  # fmt: skip
         model = row["model_name"] if row is not None and state is not None else "?"
         engine = _engine_label(row) if row is not None and state is not None else "?"
         if status == SettingStatus.FAILED.value:
@@ -41,9 +49,14 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             totals[s] += g[s]
     run_fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
     shown_run = {k: run[k] for k in run_fields} if run else None
-    if shown_run and shown_run["status"] == RunStatus.RUNNING.value and not live:
-        # Its process is gone without closing the record (SIGKILL): the next run marks it so.
-        shown_run["status"] = RunStatus.INTERRUPTED.value
+    if run is not None and shown_run is not None and run["status"] == RunStatus.RUNNING.value:
+        if not live:
+            # Its process is gone without closing the record (SIGKILL): the next run marks it.
+            shown_run["status"] = RunStatus.INTERRUPTED.value
+        # the run writes its counts at the end: while it runs, count what the store holds
+        mine = [shown.get(k) for k in run["setting_keys"]]
+        shown_run["n_generated"] = sum(s in ("complete", GENERATED) for s in mine)
+        shown_run["n_executed"] = sum(s == "complete" for s in mine)
     return {
         "store": store.uri,
         "run": shown_run,
@@ -51,6 +64,8 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
         "totals": dict(totals),
         "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
         "failed": failures,
+        "partial": partial,
+        "settings": [{"setting_key": k, "status": shown[k]} for k in keys],
         "skipped": [
             {"setting_key": k, "model": settings[k]["model_name"],
              "reason": settings[k]["status_reason"]}
@@ -76,11 +91,17 @@ def _select_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any
 def _shown_status(state: SettingState | None, writer_active: bool) -> str:
     if state is None:
         return SettingStatus.PENDING.value
-    if state.status is SettingStatus.COMPLETE and not state.complete:
-        return SettingStatus.PENDING.value  # a result shard is missing: will be redone
-    if state.status is SettingStatus.RUNNING and not writer_active:
-        return SettingStatus.PENDING.value
-    return state.status.value
+    if state.complete:
+        return SettingStatus.COMPLETE.value
+    if state.status in (SettingStatus.FAILED, SettingStatus.SKIPPED):
+        return state.status.value
+    if state.has_generations and not (state.has_executions and state.has_scores):
+        return GENERATED
+    if state.partially_generated:
+        return PARTIAL
+    if state.status is SettingStatus.RUNNING and writer_active:
+        return SettingStatus.RUNNING.value
+    return SettingStatus.PENDING.value  # not started, interrupted, or a result shard missing
 
 
 def _engine_label(row: dict[str, Any]) -> str:
@@ -97,7 +118,8 @@ def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> d
     }  # fmt: skip
 
 
-def render_status(data: dict[str, Any]) -> str:
+def render_status(data: dict[str, Any], keys: bool = False) -> str:
+    """The text of `status`; `keys` adds one line per setting (its full key and status)."""
     lines = [f"store {data['store']}"]
     run = data["run"]
     if run:
@@ -119,4 +141,12 @@ def render_status(data: dict[str, Any]) -> str:
         reasons[s["reason"]] += 1
     for reason, n in reasons.items():
         lines.append(f"skipped {n}: {reason}")
+    for p in data["partial"]:
+        lines.append(
+            f"partial {p['setting_key'][:12]}: {p['generated_samples']} of "
+            f"{p['total_samples']} samples generated (the next run resumes it)"
+        )
+    if keys:
+        lines.append("")
+        lines += [f"{s['setting_key']}  {s['status']}" for s in data["settings"]]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ is a sweep: it becomes a grid axis instead of a value. `model=a,b` sweeps models
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from orchestrator.errors import ConfigError
@@ -48,6 +49,7 @@ from workers.spec import (
     SandboxLimits,
     Tuning,
     VllmOptions,
+    select_problems,
 )
 
 ENV_DATA_DIR = "REPROGRID_DATA_DIR"
@@ -72,6 +74,11 @@ class BenchmarkConf:
     hub_revision: str
     limit: int | None  # first N problems only (None: all)
     data_dir: str | None
+    problems: tuple[str, ...] | None = None  # task ids (None: all); checked against the data
+
+    def select(self, ids: Sequence[str]) -> tuple[str, ...]:
+        """The task ids each setting covers (`workers.spec.select_problems`)."""
+        return select_problems(ids, self.problems, self.limit)
 
     def source_spec(self, cache_dir: str | None) -> BenchmarkSource:
         """What the benchmark's loader needs (the workers' view of this config)."""
@@ -239,7 +246,7 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         ),
         exec_workers=option(cfg, "execution.workers"),
         cluster=_cluster_spec(cfg),
-        replay_path=cfg.replay_path,
+        replay_path=_replay_pattern(cfg.replay_path),
         cache_dir=str(cfg.paths.cache_dir),
         overrides=tuple(overrides),
         checkpoint=ChunkPolicy(
@@ -310,7 +317,43 @@ def _benchmark_conf(cfg: DictConfig) -> BenchmarkConf:
         hub_revision=str(bench.hub_revision),
         limit=option(cfg, "benchmark.limit"),
         data_dir=cfg.paths.data_dir,
+        problems=_problems(OmegaConf.select(cfg, "benchmark.problems")),
     )
+
+
+# What a `replay_path` pattern may name: one file per model, variant and template of a sweep.
+REPLAY_FIELDS = ("model", "variant", "template")
+
+
+def _replay_pattern(value: Any) -> str | None:
+    """`replay_path`: a file, or a pattern naming `{model}`, `{variant}` and `{template}` (the
+    axis values of each cell); any other placeholder is an error."""
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError as e:
+        raise ConfigError(f"replay_path {text!r}: {e} (write {{{{ and }}}} for braces)") from e
+    for name in fields:
+        if name not in REPLAY_FIELDS:
+            raise choice_error("replay_path placeholder", name, REPLAY_FIELDS)
+    return text
+
+
+def _problems(value: Any) -> tuple[str, ...] | None:
+    """`benchmark.problems`: task ids as a list or one comma-separated string; null = all.
+    Whether each id exists is checked when the benchmark is loaded (`select_problems`)."""
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, ListConfig | list | tuple) else str(value).split(",")
+    ids = [str(i).strip() for i in items]
+    if not ids or any(not i for i in ids):
+        raise ConfigError(f"benchmark.problems={value!r}: expected task ids like Python/0,Python/7")
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ConfigError(f"benchmark.problems names {', '.join(repeated)} more than once")
+    return tuple(ids)
 
 
 def _vllm_options(cfg: DictConfig) -> VllmOptions:

@@ -24,6 +24,7 @@ from orchestrator.analysis.cost import (
     gpu_kind,
     throughput,
 )
+from orchestrator.run.chunks import sequential_stream
 from orchestrator.run.costspec import EstimateSpec
 from orchestrator.run.hardware import GpuInventory, HardwareCheck, Placement, local_gpus, place
 from orchestrator.run.plan import Action, EngineUnit, Plan, PlannedSetting
@@ -115,7 +116,7 @@ class EngineEstimate:
 def unit_samples(unit: EngineUnit, n_problems: int) -> int:
     """Samples the unit generates (problems x n_samples over its settings)."""
     return sum(
-        i.setting.n_samples * min(n_problems, i.setting.benchmark.limit or n_problems)
+        i.setting.n_samples * i.setting.benchmark.n_selected(n_problems)
         for i in unit.settings
     )
 
@@ -163,9 +164,16 @@ def cost_params(spec: EstimateSpec) -> CostParams:
     return CostParams(output_tokens=spec.output_tokens)
 
 
-def _setting_row(item: PlannedSetting, n_problems: int, generated: int) -> dict[str, Any]:
+def _setting_row(
+    item: PlannedSetting, n_problems: int, generated: int, replicas: int = 1
+) -> dict[str, Any]:
     s = item.setting
     e = s.engine
+    note = (
+        "one sequential random stream: replica 0 only"
+        if replicas > 1 and sequential_stream(s)
+        else None
+    )
     return {
         "setting_key": item.key,
         "action": item.action.value,
@@ -179,7 +187,8 @@ def _setting_row(item: PlannedSetting, n_problems: int, generated: int) -> dict[
         "seed": s.seed,
         "seed_policy": s.seed_policy.value,
         "generated_samples": generated,
-        "total_samples": s.n_samples * min(n_problems, s.benchmark.limit or n_problems),
+        "total_samples": s.n_samples * s.benchmark.n_selected(n_problems),
+        "note": note,
     }
 
 
@@ -192,6 +201,7 @@ def _engine_row(item: PlannedSetting, check: HardwareCheck | None) -> dict[str, 
         "dtype": e.dtype.value,
         "quant": e.quant.value,
         "num_gpus": e.model.num_gpus,
+        "replay_path": e.replay_path,
         "placement": check.placement.value if check else None,
         "placement_reason": check.reason if check else None,
         "settings": [],
@@ -268,7 +278,11 @@ def plan_json(
     for item in plan.settings:
         ekey = engine_key(item.setting.engine)
         group = engines.setdefault(ekey, _engine_row(item, placements.get(ekey)))
-        group["settings"].append(_setting_row(item, n_problems, generated.get(item.key, 0)))
+        replicas = config.cluster.replicas if item.setting.engine.model.num_gpus == 1 else 1
+        group["replicas"] = replicas
+        group["settings"].append(
+            _setting_row(item, n_problems, generated.get(item.key, 0), replicas)
+        )
     estimates = _estimate_units(plan, prepared, store, placements, devices)
     warnings = []
     for ekey, est in estimates.items():
@@ -286,6 +300,9 @@ def plan_json(
             )
     values = list(estimates.values())
     return {
+        "store": config.store,
+        "problems": list(config.benchmark.problems) if config.benchmark.problems else None,
+        "limit": config.benchmark.limit,
         "n_settings": len(plan.settings),
         "n_keys": len({i.key for i in plan.settings}),
         "counts": {a.value: len(plan.by_action(a)) for a in Action},

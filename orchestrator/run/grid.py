@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.run.config import RunConfig
@@ -48,7 +48,28 @@ class Environment:
     """Facts about where the grid will run that planning needs (gathered at the CLI edge)."""
 
     vllm_installed: bool = False
-    replay_sha256: str | None = None
+    replay_files: Mapping[str, str] = field(default_factory=dict)  # replay file -> its sha256
+
+
+def replay_file(pattern: str, model: ModelSpec, values: Mapping[str, Any]) -> str:
+    """The replay file of one cell: `replay_path` with its placeholders filled."""
+    return pattern.format(
+        model=model.name, variant=values["variant"], template=values["template"]
+    )
+
+
+def replay_files(config: RunConfig) -> list[str]:
+    """Every replay file the grid names, in grid order (one, unless `replay_path` is a
+    pattern)."""
+    if config.replay_path is None:
+        return []
+    base = config.defaults.as_dict()
+    files = [
+        replay_file(config.replay_path, model, {**base, **assignment})
+        for model in config.models
+        for assignment in axis_assignments(config)
+    ]
+    return list(dict.fromkeys(files))
 
 
 @dataclass(frozen=True)
@@ -104,6 +125,9 @@ def make_cell(
     backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env, bnb)
     benchmark = get_benchmark(config.benchmark.name)
     template = benchmark.resolve_template(values["template"], model)
+    replay = None
+    if backend is BackendName.REPLAY and config.replay_path is not None:
+        replay = replay_file(config.replay_path, model, values)
     engine = EngineSpec(
         model=model,
         backend=backend,
@@ -112,8 +136,8 @@ def make_cell(
         bnb_4bit_quant_type=bnb,
         hf=config.hf,
         vllm=config.vllm,
-        replay_path=config.replay_path if backend is BackendName.REPLAY else None,
-        replay_sha256=env.replay_sha256 if backend is BackendName.REPLAY else None,
+        replay_path=replay,
+        replay_sha256=env.replay_files.get(replay) if replay is not None else None,
     )
     setting = SettingSpec(
         engine=engine,
@@ -122,6 +146,7 @@ def make_cell(
             variant=str(values["variant"]),
             data_sha256=data_sha256,
             limit=config.benchmark.limit,
+            problems=config.benchmark.problems,
         ),
         template=template,
         decoding=decoding,

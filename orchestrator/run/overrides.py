@@ -32,6 +32,10 @@ GRID_AXES = (
 GROUPS = ("model", "benchmark", "grid", "cluster", "experiment")
 # Mappings whose entries are the user's to name: `+decodings.hot={...}` adds a preset.
 OPEN_MAPPINGS = ("decodings",)
+# Keys whose comma list is one value (a list), never a sweep: `benchmark.problems=a,b`.
+LIST_KEYS = ("benchmark.problems",)
+# Keys whose value is taken literally (Hydra would read `{variant}` as a dict).
+LITERAL_KEYS = ("replay_path",)
 _ABSENT = object()
 
 
@@ -51,6 +55,7 @@ class ParsedOverrides:
 
 def parse_overrides(overrides: Sequence[str]) -> ParsedOverrides:
     """Split overrides; a sweep of a non-axis or a malformed override is a ConfigError."""
+    overrides = [_as_written(text) for text in overrides]
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except HydraException as e:
@@ -71,6 +76,25 @@ def parse_overrides(overrides: Sequence[str]) -> ParsedOverrides:
             values.append(text)
             keys.append((key, override.type in (OverrideType.ADD, OverrideType.FORCE_ADD)))
     return ParsedOverrides(tuple(groups), tuple(values), sweeps, tuple(keys))
+
+
+def _as_written(text: str) -> str:
+    """An override of a LIST_KEYS key as a Hydra list of quoted strings, one of a
+    LITERAL_KEYS key quoted; every other override unchanged."""
+    key, eq, value = text.partition("=")
+    bare = key.lstrip("+~")
+    if not eq or value.startswith(("[", "'", '"')):
+        return text
+    if bare in LIST_KEYS and value not in ("null", ""):
+        items = ",".join(_quoted(v.strip()) for v in value.split(","))
+        return f"{key}=[{items}]"
+    if bare in LITERAL_KEYS and value != "null":
+        return f"{key}={_quoted(value)}"
+    return text
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _sweep_values(override: Override) -> list[str]:

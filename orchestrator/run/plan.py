@@ -87,7 +87,7 @@ class Plan:
     def n_generations(self, n_problems: int) -> int:
         """Samples to generate (problems x n_samples over the GENERATE settings)."""
         return sum(
-            s.setting.n_samples * min(n_problems, s.setting.benchmark.limit or n_problems)
+            s.setting.n_samples * s.setting.benchmark.n_selected(n_problems)
             for s in self.by_action(Action.GENERATE)
         )
 

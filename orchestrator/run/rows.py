@@ -71,6 +71,7 @@ def setting_row(
         "variant": setting.benchmark.variant,
         "data_sha256": setting.benchmark.data_sha256,
         "limit": setting.benchmark.limit,
+        "problems": _joined(setting.benchmark.problems),
         "template": setting.template,
         "decoding": decoding.name,
         "do_sample": decoding.do_sample,
@@ -127,7 +128,7 @@ def generation_rows(
 ) -> list[dict[str, Any]]:
     """One row per sample; `stream_state` (a chunk of a setting on the harness's global stream)
     goes on the last row: the stream after it, where the next chunk continues."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "setting_key": key,
             "task_id": s.task_id,
@@ -296,7 +297,13 @@ def _setting_copy(setting: SettingSpec) -> dict[str, Any]:
         "max_length": setting.max_length,
         "length_semantics": setting.length_semantics.value,
         "seed": setting.seed,
+        "limit": setting.benchmark.limit,
+        "problems": _joined(setting.benchmark.problems),
     }
+
+
+def _joined(problems: Sequence[str] | None) -> str | None:
+    return ",".join(problems) if problems is not None else None
 
 
 def _count(values) -> dict[str, int]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
 import hashlib
 import json
 import logging
@@ -17,7 +19,7 @@ from typing import TextIO
 
 from orchestrator.errors import ConfigError, Interrupted
 from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig, available
-from orchestrator.run.grid import Cell, Environment, expand_grid
+from orchestrator.run.grid import Cell, Environment, expand_grid, replay_files
 from orchestrator.run.plan import Action, ExecutionIdentity, Plan, plan_settings
 from orchestrator.run.progress import Progress
 from orchestrator.run.provenance import (
@@ -50,7 +52,7 @@ class PreparedGrid:
     @property
     def n_problems(self) -> int:
         """Problems each setting covers (the benchmark's, cut by `benchmark.limit`)."""
-        return len(self.benchmark.problem_ids()[: self.config.benchmark.limit])
+        return len(self.config.benchmark.select(self.benchmark.problem_ids()))
 
     def execution_identities(self) -> dict[str, ExecutionIdentity]:
         """The execution identity this run gives each runnable cell: the run's sandbox limits
@@ -158,14 +160,40 @@ def prepare(config: RunConfig) -> PreparedGrid:
             f"Models: {', '.join(available('model'))}"
         )
     benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
-    replay_sha = None
-    if config.replay_path:
-        if not Path(config.replay_path).is_file():
-            raise ConfigError(f"replay_path {config.replay_path!r} does not exist")
-        replay_sha = file_sha256(config.replay_path)
-    env = Environment(vllm_installed=vllm_installed(), replay_sha256=replay_sha)
+    config = with_selection(config, benchmark.problem_ids())
+    files = replay_files(config)
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ConfigError(f"replay_path {config.replay_path!r}: no file {shown}")
+    env = Environment(
+        vllm_installed=vllm_installed(), replay_files={f: file_sha256(f) for f in files}
+    )
     cells = tuple(expand_grid(config, benchmark.data_sha256, env))
     return PreparedGrid(config, benchmark, cells, env)
+
+
+def with_selection(config: RunConfig, ids: Sequence[str]) -> RunConfig:
+    """`benchmark.problems` checked against the benchmark's task ids (an unknown id is an
+    error naming the nearest one) and put in benchmark order, so that the same selection
+    typed in another order is the same setting."""
+    wanted = config.benchmark.problems
+    if wanted is None:
+        return config
+    known = set(ids)
+    for task_id in wanted:
+        if task_id not in known:
+            close = difflib.get_close_matches(task_id, list(ids), n=1)
+            hint = f" Did you mean: {close[0]}?" if close else ""
+            raise ConfigError(
+                f"Unknown task id {task_id!r} in benchmark.problems.{hint} The "
+                f"{config.benchmark.name} data holds {len(ids)} problems: {ids[0]} ... {ids[-1]}"
+            )
+    chosen = set(wanted)
+    ordered = tuple(i for i in ids if i in chosen)
+    return dataclasses.replace(
+        config, benchmark=dataclasses.replace(config.benchmark, problems=ordered)
+    )
 
 
 def make_plan(
@@ -293,7 +321,7 @@ def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress:
 
     config = prepared.config
     with stop_on_signals():
-        started = start_ray(config.cluster)["started"]
+        start_ray(config.cluster)
     options = DispatchOptions(
         config.cluster, config.limits, config.exec_workers, checkpoint=config.checkpoint
     )
@@ -308,8 +336,9 @@ def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress:
         logger.warning("%s: committing the chunks that are back, stopping the engines", e)
         with ignoring_signals():  # a second signal must not cut the clean stop short
             dispatcher.stop()
-            if started:
-                stop_ray()
+            # a local instance this run started stops with it; on a cluster the engines and
+            # executions die with their owner, this driver
+            stop_ray()
         raise
     except BaseException:
         dispatcher.abort()

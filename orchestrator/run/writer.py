@@ -106,7 +106,7 @@ class StoreWriter:
         kind = get_benchmark(setting.benchmark.name).template_kind(
             setting.template, setting.engine.model
         )
-        return SettingFacts(kind, len(ids[: setting.benchmark.limit]), len(ids))
+        return SettingFacts(kind, len(setting.benchmark.select(ids)), len(ids))
 
     def skipped(self, key: str, setting: SettingSpec, reason: str) -> None:
         self._write(key, setting, SettingStatus.SKIPPED, reason=reason)

@@ -29,6 +29,8 @@ from pathlib import Path
 from orchestrator.errors import ConfigError
 from orchestrator.run.config import available, load_run_config
 from orchestrator.run.options import choice_error
+from storage.index import SettingState, build_index
+from storage.integrity import setting_key_of
 from storage.schema import RunStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
@@ -60,26 +62,36 @@ def _task_order(task_id: str) -> tuple:
     return (task_id[: match.start()], int(match.group(1))) if match else (task_id, -1)
 
 
-def export_entries(store: Store, setting_key: str) -> list[list[str]]:
+def export_entries(
+    store: Store, setting_key: str, index: dict[str, SettingState] | None = None
+) -> list[list[str]]:
     """The setting's programs as the harness writes them: [[sample 0, sample 1, ...], ...] per
-    problem, problems in dataset order (task ids sorted by their numeric suffix)."""
-    shard = store.read_shard("generations", setting_key)
-    if shard is None or shard.num_rows == 0:
-        known = sorted(store.shards("generations"))
+    problem, problems in dataset order (task ids sorted by their numeric suffix). Its
+    generations may be one shard or chunks; a setting whose generations are not all stored
+    is an error (a harness file of part of a setting would score as the whole)."""
+    index = build_index(store) if index is None else index
+    state = index.get(setting_key)
+    if state is None or not state.has_generations:
+        known = sorted(k for k, st in index.items() if st.has_generations)
         hint = f" Stored settings: {', '.join(k[:12] for k in known[:10])}" if known else ""
-        raise FileNotFoundError(
-            f"store {store.uri} has no generations for setting {setting_key}.{hint}"
+        partial = state is not None and state.partially_generated
+        what = (
+            f"only {state.generated_samples} of {state.total_samples} generations"
+            if partial and state is not None
+            else "no generations"
         )
-    rows = shard.select(["task_id", "sample_index", "program"]).to_pylist()
+        raise FileNotFoundError(f"store {store.uri} has {what} for setting {setting_key}.{hint}")
+    rows = store.read_table("generations", [setting_key])
     by_task: dict[str, list[tuple[int, str]]] = {}
-    for r in rows:
+    for r in rows.select(["task_id", "sample_index", "program"]).to_pylist():
         by_task.setdefault(r["task_id"], []).append((r["sample_index"], r["program"]))
     return [[p for _, p in sorted(by_task[t])] for t in sorted(by_task, key=_task_order)]
 
 
 def resolve_setting_key(store: Store, prefix: str) -> str:
     """A full setting key from a unique prefix (as reports show 12 characters)."""
-    keys = [k for k in store.shards("generations") if k.startswith(prefix)]
+    stored = {setting_key_of(k) for k in store.shards("generations")}
+    keys = sorted(k for k in stored if k.startswith(prefix))
     if len(keys) == 1:
         return keys[0]
     if not keys:
@@ -89,6 +101,21 @@ def resolve_setting_key(store: Store, prefix: str) -> str:
     raise ValueError(
         f"setting key prefix {prefix!r} is ambiguous: {', '.join(k[:16] for k in keys)}"
     )
+
+
+def export_all(store: Store, folder: str | Path) -> list[tuple[str, Path, int, int]]:
+    """One harness file per setting whose generations are all stored:
+    `<folder>/<setting key>.json`. Returns (key, path, problems, samples) per file."""
+    index = build_index(store)
+    keys = sorted(k for k, state in index.items() if state.has_generations)
+    if not keys:
+        raise FileNotFoundError(f"store {store.uri} holds no setting with all its generations")
+    written = []
+    for key in keys:
+        entries = export_entries(store, key, index)
+        path = write_generations_json(entries, Path(folder) / f"{key}.json")
+        written.append((key, path, len(entries), len(entries[0])))
+    return written
 
 
 def write_generations_json(entries: Sequence[Sequence[str]], path: str | Path) -> Path:
@@ -133,28 +160,35 @@ def _run_config(overrides: Sequence[str], model: str, n_samples: int, path: Path
     config = load_run_config(
         [*overrides, f"model={model}", "backend=replay", f"n_samples={n_samples}"]
     )
-    # replay_path is not keyed (replay_sha256 is); it only marks the cell as runnable.
-    return dataclasses.replace(config, replay_path=path.name)
+    # replay_path is not keyed (replay_sha256 is); it only marks the cell as runnable. It is a
+    # pattern (`{variant}`...): braces of the file's name are escaped.
+    pattern = path.name.replace("{", "{{").replace("}", "}}")
+    return dataclasses.replace(config, replay_path=pattern)
 
 
 def _cell(config, file_sha: str, n_entries: int):
     """The one grid cell of the import; a file with fewer problems than the benchmark selects
-    the first ones (the harness's --limit), unless benchmark.limit says otherwise."""
-    from orchestrator.run.grid import Environment, expand_grid
-    from orchestrator.run.runner import load_benchmark
+    the first ones (the harness's --limit), unless benchmark.limit or benchmark.problems says
+    otherwise (its entries are then the selected problems, in benchmark order)."""
+    from orchestrator.run.grid import Environment, expand_grid, replay_files
+    from orchestrator.run.runner import load_benchmark, with_selection
 
     loaded = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
-    n_problems = len(loaded.problem_ids()[: config.benchmark.limit])
-    if config.benchmark.limit is None and n_entries < n_problems:
+    config = with_selection(config, loaded.problem_ids())
+    n_problems = len(config.benchmark.select(loaded.problem_ids()))
+    selected = config.benchmark.limit is not None or config.benchmark.problems is not None
+    if not selected and n_entries < n_problems:
         benchmark = dataclasses.replace(config.benchmark, limit=n_entries)
         config = dataclasses.replace(config, benchmark=benchmark)
         n_problems = n_entries
     if n_problems != n_entries:
         raise ConfigError(
             f"the file has {n_entries} problems but the setting selects {n_problems} "
-            f"(benchmark.limit={config.benchmark.limit}); they must agree"
+            f"(benchmark.limit={config.benchmark.limit}, benchmark.problems="
+            f"{','.join(config.benchmark.problems or ()) or 'null'}); they must agree"
         )
-    cells = expand_grid(config, loaded.data_sha256, Environment(replay_sha256=file_sha))
+    env = Environment(replay_files={f: file_sha for f in replay_files(config)})
+    cells = expand_grid(config, loaded.data_sha256, env)
     if len(cells) != 1:
         raise ConfigError(f"import-generations scores one setting; the overrides give {len(cells)}")
     if cells[0].skipped:
@@ -165,7 +199,7 @@ def _cell(config, file_sha: str, n_entries: int):
 def _samples(benchmark: Benchmark, setting, entries: Sequence[Sequence[str]]):
     from workers.spec import SampleRecord
 
-    task_ids = benchmark.problem_ids()[: setting.benchmark.limit]
+    task_ids = setting.benchmark.select(benchmark.problem_ids())
     return [
         SampleRecord(
             task_id=task_id,
@@ -231,9 +265,8 @@ def import_generations(
         batch = ExecutionBatch(tuple(records), loaded.execution_environment(config.limits))
         score = writer.executed(cell.key, cell.setting, batch)
         store.write_rows("runs", run_id, [_run_row(run_id, config, cell.key, file_sha, versions)])
-    logger.info(
-        "imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], score["pass_at_1"]
-    )
+    shown = "-" if score["pass_at_1"] is None else f"{100 * score['pass_at_1']:.2f}%"
+    logger.info("imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], shown)
     return ImportOutcome(
         setting_key=cell.key, store=config.store, n_problems=len(entries),
         n_samples=len(entries[0]), n_passed=score["n_passed"], pass_at_1=score["pass_at_1"],

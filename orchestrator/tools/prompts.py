@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from orchestrator.errors import ConfigError
 from orchestrator.run.config import available, load_run_config
 from orchestrator.run.grid import Environment, expand_grid
-from orchestrator.run.runner import load_benchmark
+from orchestrator.run.runner import load_benchmark, with_selection
 from workers.spec import ModelSpec, Tuning
 
 
@@ -55,6 +55,7 @@ def render_prompts(
             config, benchmark=dataclasses.replace(config.benchmark, limit=limit)
         )
     benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
+    config = with_selection(config, benchmark.problem_ids())
     cells = expand_grid(config, benchmark.data_sha256, Environment())
     if len(cells) != 1:
         raise ConfigError(f"the options select {len(cells)} settings; prompts renders one")
@@ -63,7 +64,18 @@ def render_prompts(
     if model is not None:
         from workers.backends.tokens import load_tokenizer  # lazy: imports transformers
 
-        tokenizer = load_tokenizer(config.models[0])
+        try:
+            tokenizer = load_tokenizer(config.models[0])
+        except (OSError, ValueError) as e:
+            # transformers raises OSError (offline, not cached, not a repo id) or ValueError
+            # (an unknown tokenizer class): name the model and what to do, not a traceback.
+            first = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+            raise ConfigError(
+                f"the tokenizer of model {model!r} ({config.models[0].repo_id}) is not "
+                f"available: {first}. `prompts --model` needs it for n_prompt_tokens and the "
+                "chat template: use a local model folder, or fetch the model into the Hugging "
+                "Face cache first"
+            ) from e
     chat = tokenizer.render_chat if tokenizer is not None else None
     for request in benchmark.requests(cell.setting, cell.key, chat):
         count = (

@@ -26,6 +26,7 @@ from workers.benchmarks.humanevalfix.prompts import (
 )
 from workers.benchmarks.sampling import problem_requests, sample_records
 from workers.spec import (
+    BenchmarkSpec,
     ExecJob,
     ExecutionRecord,
     Generation,
@@ -68,8 +69,10 @@ class HumanEvalFix:
 
         return {"isolation": sandbox_isolation(limits).level.value, "python": python_identity()}
 
-    def problems(self, limit: int | None) -> tuple[Problem, ...]:
-        return self.problem_set.problems[:limit] if limit else self.problem_set.problems
+    def problems(self, selection: BenchmarkSpec) -> tuple[Problem, ...]:
+        """The problems a setting covers, in dataset order."""
+        chosen = set(selection.select(self.problem_ids()))
+        return tuple(p for p in self.problem_set.problems if p.task_id in chosen)
 
     def prompt(self, problem: Problem, setting: SettingSpec, chat: ChatRenderer | None) -> str:
         variant = Variant(setting.benchmark.variant)
@@ -90,7 +93,7 @@ class HumanEvalFix:
             )
         stop = stop_words(setting.template)
         out = []
-        for problem in self.problems(setting.benchmark.limit):
+        for problem in self.problems(setting.benchmark):
             out += problem_requests(
                 setting, key, problem.task_id, self.prompt(problem, setting, chat), stop,
                 add_special_tokens=setting.template != CHAT_TEMPLATE,

@@ -29,6 +29,7 @@ from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, Resp
 from workers.benchmarks.infibench.suite import Case, Suite
 from workers.benchmarks.sampling import problem_requests, sample_records
 from workers.spec import (
+    BenchmarkSpec,
     ExecutionRecord,
     Generation,
     GenRequest,
@@ -62,8 +63,10 @@ class InfiBench:
     def problem_ids(self) -> tuple[str, ...]:
         return tuple(c.case_path for c in self.suite.cases)
 
-    def cases(self, limit: int | None) -> tuple[Case, ...]:
-        return self.suite.cases[:limit] if limit else self.suite.cases
+    def cases(self, selection: BenchmarkSpec) -> tuple[Case, ...]:
+        """The questions a setting covers, in suite order."""
+        chosen = set(selection.select(self.problem_ids()))
+        return tuple(c for c in self.suite.cases if c.case_path in chosen)
 
     def prompt(self, case: Case, template: str, chat: ChatRenderer | None) -> str:
         if template == "chat":
@@ -80,7 +83,7 @@ class InfiBench:
         self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None
     ) -> list[GenRequest]:
         out = []
-        for case in self.cases(setting.benchmark.limit):
+        for case in self.cases(setting.benchmark):
             out += problem_requests(
                 setting, key, case.case_path, self.prompt(case, setting.template, chat),
                 (*END_MARKERS, TEN_NEWLINES), add_special_tokens=setting.template != "chat",
@@ -128,7 +131,7 @@ class InfiBench:
 
     def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary:
         """best@10 (official avg_max_10) and breakdowns from stored execution rows, over the
-        questions the setting covered (all of them unless `benchmark.limit` was set)."""
+        questions the setting covered (all of them unless `benchmark.limit` or `benchmark.problems` was set)."""
         covered = {row["task_id"] for row in executions}
         suite = dataclasses.replace(
             self.suite, cases=tuple(c for c in self.suite.cases if c.case_path in covered)

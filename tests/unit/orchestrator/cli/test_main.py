@@ -83,7 +83,8 @@ def test_prompts_with_a_model_count_tokens_and_render_chat(env, capsys):
         (["plan", "template=edit"], "Unknown template 'edit'"),
         (["plan", "model=llama"], "Unknown model 'llama'"),
         (["prompts", "--template", "continue"], "only for HumanEvalSynthesize"),
-        (["status", "--store", "/nonexistent/store", "--run", "x"], "unknown run 'x'"),
+        (["status", "--store", "tests", "--run", "x"], "unknown run 'x'"),
+        (["status", "--store", "/nonexistent/store"], "store /nonexistent/store does not exist"),
     ],
 )
 def test_errors_exit_2_with_the_bad_value(env, capsys, args, needle):

@@ -212,13 +212,18 @@ def test_baseline_option_changes_the_effects(report, tmp_path):
         (["--baseline", "template=instrct"], "No setting of the store has baseline template "
          "'instrct'. Did you mean: instruct? Values in the store: instruct, own"),
         (["--literature", "MISSING.csv"], "file not found"),
-        (["--store", "no/such/store"], "store no/such/store does not exist"),
     ],
 )
 def test_bad_options_exit_2_with_the_reason(report, tmp_path, capsys, args, fragment):
     rc = main(["report", "--store", str(report[0]), "--out", str(tmp_path), *args])
     assert rc == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_a_missing_store_exits_2(tmp_path, capsys):
+    rc = main(["report", "--store", "no/such/store", "--out", str(tmp_path)])
+    assert rc == 2
+    assert "store no/such/store does not exist" in capsys.readouterr().err
 
 
 def test_a_bad_literature_csv_names_line_and_column(report, tmp_path, capsys):

@@ -29,6 +29,7 @@ def test_export_is_one_list_per_problem_in_dataset_order(tmp_path):
     store = Store(str(tmp_path))
     key = "a" * 64
     rows = [_gen(key, f"Python/{t}", s, f"p{t}s{s}") for t in (10, 2, 9) for s in (1, 0)]
+    store.write_rows("settings", key, [{"setting_key": key, "status": "complete"}])
     store.write_rows("generations", key, rows)
     entries = export_entries(store, key)
     assert entries == [["p2s0", "p2s1"], ["p9s0", "p9s1"], ["p10s0", "p10s1"]]
