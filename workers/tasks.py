@@ -26,7 +26,9 @@ from workers.spec import (
 )
 
 
-@ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"progress": 1})
+# Ray's typed overload for `ray.remote(**options)` (ray 2.60) leaves out some options Ray
+# accepts at runtime, the actor option concurrency_groups among them.
+@ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"progress": 1})  # type: ignore[call-overload]
 class EngineWorker:
     """Holds one engine for the life of its unit; killed by the driver when the unit is done,
     so the next engine starts in a fresh process (vLLM does not reliably free memory).

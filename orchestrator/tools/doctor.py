@@ -73,11 +73,11 @@ def render_doctor(data: dict[str, Any]) -> str:
     ex = data.get("infibench_executors")
     if ex is not None:
         lines.append("infibench executors: " + ", ".join(f"{k} {yes(v)}" for k, v in ex.items()))
-        missing = [k for k, v in ex.items() if not v]
-        if missing:
+        absent = [k for k, v in ex.items() if not v]
+        if absent:
             lines.append(
                 "  questions needing "
-                + ", ".join(missing)
+                + ", ".join(absent)
                 + " get status toolchain-missing (see docs/infibench.md)"
             )
     if "grid" in data:

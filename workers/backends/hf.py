@@ -129,7 +129,11 @@ def load_model(engine: EngineSpec, source: ModelSource, device: str):
 def capture_streams() -> bytes:
     """Every global random stream set_seed seeds (Python, NumPy, torch CPU and each CUDA
     device), as JSON bytes (no pickle: the bytes come back from a store)."""
-    mt, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    legacy = np.random.get_state(legacy=True)
+    # NumPy's global RandomState is always MT19937, whose legacy state is the tuple form (the
+    # dict form is for other bit generators, which the stubs cannot tell apart).
+    assert isinstance(legacy, tuple)
+    mt, keys, pos, has_gauss, cached = legacy
     version, internal, gauss_next = random.getstate()
     state: dict[str, Any] = {
         "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),

@@ -124,10 +124,11 @@ def _probe_host() -> dict:
     root = os.geteuid() == 0
     found = _run_probe()
     cgroups = cgroup_host() if root or found.get("user_namespace") else None
-    has_cgroup = cgroups is not None and cgroups.version is not None
+    version = cgroups.version if cgroups is not None else None  # None: no slot cgroups
+    has_cgroup = version is not None
     ns_ok = all(found.get(step, False) for step in probe.SERVER_STEPS[1:] + ("own_proc",))
     mode = ("namespaces" if root else "userns") if ns_ok else "process"
-    facts = {name: bool(found.get(name, False)) for name in probe.ALL_STEPS}
+    facts: dict[str, object] = {name: bool(found.get(name, False)) for name in probe.ALL_STEPS}
     facts.update(
         root=root,
         mode=mode,
@@ -139,8 +140,8 @@ def _probe_host() -> dict:
         private_tmp=facts["disk_quota"],
         memory_cgroup=has_cgroup,
         pids_cgroup=has_cgroup,
-        cgroup=cgroups.version.value if has_cgroup else None,
-        cgroup_path=cgroups.bases[0] if has_cgroup else None,
+        cgroup=version.value if version is not None else None,
+        cgroup_path=cgroups.bases[0] if cgroups is not None and version is not None else None,
         cgroup_reason=None if has_cgroup else (cgroups.reason if cgroups else "not root"),
         slot_uids=f"{SANDBOX_UID_BASE}-{SANDBOX_UID_BASE + SANDBOX_SLOTS - 1}" if root else None,
         tool=TOOL,

@@ -181,7 +181,8 @@ class SlotCgroup:
     def kill_members(self, patience_s: float = 5.0) -> list[int]:
         """SIGKILL whatever is still in the slot's cgroups until they are empty; returns the
         pids found (empty after a normal run: the run's pid namespace took everything)."""
-        found, start = [], time.monotonic()
+        found: list[int] = []
+        start = time.monotonic()
         while members := self.members():
             found.extend(p for p in members if p not in found)
             if time.monotonic() - start > patience_s:
@@ -204,7 +205,7 @@ def sweep_stale(host: CgroupHost, try_slot: Callable[[int], Callable[[], None] |
     """Remove slot cgroups whose slot nobody holds (`try_slot(uid)` takes it, returning a
     release function, or None while another holder has it). Returns how many were removed."""
     removed = 0
-    names = set()
+    names: set[str] = set()
     for base in host.bases:
         try:
             names.update(n for n in os.listdir(base) if n.startswith("slot-"))

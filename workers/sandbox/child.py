@@ -60,7 +60,7 @@ class ServerSetup:
     lifeline: int  # read end of a pipe only the server writes: EOF means the server died
     pidns: int | None  # the server's own pid namespace (to start a fresh one per run)
     server_only: tuple[int, ...]  # the server's socket and lifeline write end: P1 closes them
-    libc: Libc | None
+    libc: Libc | None  # None only in "process" mode, as pidns (server.main sees to both)
     can_drop_bounding: bool  # root or in a user namespace: CAP_SETPCAP is held
     keep: tuple[str, ...] = ()  # view binds under /tmp & co. (view.covered_binds)
     clear_user_keyrings: bool = False  # the run's uid's keyrings are not the caller's own
@@ -80,6 +80,8 @@ class RunFds:
 def start_run(setup: ServerSetup, fds: RunFds, workdir: str) -> int:
     """Fork P1 (in a fresh pid namespace where available); returns its pid (server side)."""
     if setup.mode in NAMESPACE_MODES:
+        # server.main sets both in these modes (see ServerSetup)
+        assert setup.libc is not None and setup.pidns is not None
         setup.libc.setns(setup.pidns, CLONE_NEWPID)  # children back in our own namespace...
         setup.libc.unshare(CLONE_NEWPID)  # ...then a fresh one for the next child only
     pid = os.fork()
@@ -107,6 +109,7 @@ def _supervisor(setup: ServerSetup, fds: RunFds, workdir: str) -> None:
             os.write(fd, b"0")  # this process, and everything it forks, joins the cgroup
         request = _read_request(fds.payload)
         if setup.mode in NAMESPACE_MODES:
+            assert libc is not None  # server.main sets it in these modes (see ServerSetup)
             net = 0 if request["network"] else CLONE_NEWNET
             # After joining the cgroups: the program's /proc/self/cgroup then names no host path.
             libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWCGROUP | net)
@@ -156,6 +159,7 @@ def _program(setup: ServerSetup, fds: RunFds, request: dict, workdir: str) -> No
         if libc is not None:
             libc.fresh_keyrings(setup.clear_user_keyrings)
         if setup.mode in NAMESPACE_MODES:
+            assert libc is not None  # server.main sets it in these modes (see ServerSetup)
             libc.clear_capabilities()  # a user namespace keeps its caps across the steps above
             # The uid change made us non-dumpable (root-owned /proc/<pid> files); an exec
             # would undo that, and the harness child is dumpable too. P1 stays non-dumpable.
@@ -179,6 +183,8 @@ def _start(request: dict, fds: RunFds, workdir: str) -> None:
     """The program proper: the harness runner, or the command's executable."""
     env = dict(request["env"], HOME=workdir, TMPDIR=workdir)
     if request["kind"] == "python":
+        # run_program (api.py) always sends a python run with its Marker's report pipe
+        assert fds.report is not None
         os.environ.clear()
         os.environ.update(env)
         sys.argv[:] = ["-c"]

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import select
+import socket
 import subprocess
 import tempfile
 import threading
@@ -56,8 +57,8 @@ class ForkServer:
         self.key, self.mode, self.root = key, facts["mode"], facts["root"]
         self.slot: Slot | None = None
         self.cgroup: SlotCgroup | None = None
-        self.proc: subprocess.Popen | None = None
-        self.sock = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
         self.broken = False  # a run went wrong in a way that leaves its state unknown
         self.last_used = time.monotonic()
 
@@ -111,17 +112,26 @@ class ForkServer:
             for fd in cgroup_fds:
                 os.close(fd)
         self.sock = driver_end
+        assert self.proc.stderr is not None  # stderr=subprocess.PIPE above
         os.set_blocking(self.proc.stderr.fileno(), False)
         message = self.expect("ready", SERVER_START_S)
         self.server_pid = message["pid"]
 
+    def connection(self) -> socket.socket:
+        """The socket to the server, between start() and close()."""
+        # _start() sets it before the first message, and only close() and forget() clear it:
+        # a server is not used after either.
+        assert self.sock is not None, "fork server not started, or already closed"
+        return self.sock
+
     def expect(self, op: str, timeout_s: float) -> dict:
         """The server's next message, which must be `op`; else SandboxUnavailable."""
-        if not select.select([self.sock], [], [], timeout_s)[0]:
+        sock = self.connection()
+        if not select.select([sock], [], [], timeout_s)[0]:
             self.broken = True
             raise SandboxUnavailable(f"the fork server sent no {op!r} within {timeout_s:g} s")
         try:
-            message, fds = protocol.receive(self.sock)
+            message, fds = protocol.receive(sock)
         except (OSError, protocol.ProtocolError) as e:
             message, fds = {"op": "failed", "error": str(e)}, []
         for fd in fds:
@@ -134,17 +144,17 @@ class ForkServer:
 
     def send(self, message: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
         try:
-            protocol.send(self.sock, message, fds)
+            protocol.send(self.connection(), message, fds)
         except OSError as e:
             self.broken = True
             raise SandboxUnavailable(f"fork server gone ({e}){self._stderr_note()}") from e
 
     def _stderr_note(self) -> str:
         try:
-            text = self.proc.stderr.read(65536) if self.proc else b""
+            data = self.proc.stderr.read(65536) if self.proc and self.proc.stderr else b""
         except (OSError, ValueError):
-            text = b""
-        text = (text or b"").decode("utf-8", "replace").strip()
+            data = b""
+        text = (data or b"").decode("utf-8", "replace").strip()  # None: nothing yet (non-blocking)
         return f"; its stderr: {text[-2000:]}" if text else ""
 
     def close(self) -> None:
@@ -158,7 +168,8 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-            self.proc.stderr.close()
+            if self.proc.stderr is not None:  # always (stderr=PIPE); as in forget()
+                self.proc.stderr.close()
             self.proc = None
         if self.cgroup is not None:
             self.cgroup.remove()

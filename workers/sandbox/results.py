@@ -36,17 +36,22 @@ def score_program(
     result: CommandResult, done: dict | None, timeout_s: float
 ) -> tuple[Outcome, str | None, str | None]:
     """Outcome, error_type and error_message of a runner run (pure; `done` is its report)."""
-    status = done.get("status") if done else None
+    report = done or {}  # without a report the run is scored by how it ended
+    status = report.get("status")
     if status == "passed" and result.exit_code == 0:
         return Outcome.PASSED, None, None
     if result.timed_out:
         return Outcome.TIMEOUT, "Timeout", f"did not finish within {timeout_s:g} s"
     if status == "compile_error":
-        return Outcome.ERROR, "SyntaxError", f"{done.get('type')}: {done.get('message')}"
+        return Outcome.ERROR, "SyntaxError", f"{report.get('type')}: {report.get('message')}"
     if status == "raised":
-        if done.get("type") == "SystemExit":
-            return Outcome.FAILED, "EarlyExit", f"SystemExit({done.get('message')}) in the program"
-        return Outcome.FAILED, str(done.get("type")), str(done.get("message"))
+        if report.get("type") == "SystemExit":
+            return (
+                Outcome.FAILED,
+                "EarlyExit",
+                f"SystemExit({report.get('message')}) in the program",
+            )
+        return Outcome.FAILED, str(report.get("type")), str(report.get("message"))
     if result.signal is not None:
         name = signal.Signals(result.signal).name if result.signal in _SIGNALS else result.signal
         cause = " (the memory limit)" if result.memory_killed else ""

@@ -103,20 +103,25 @@ def harness_guard() -> None:
     import shutil
     import subprocess
 
+    def disable(owner: object, *names: str) -> None:
+        # setattr, not assignment: replacing these with None is the guard's point, and their
+        # declared types rightly do not allow it.
+        for name in names:
+            setattr(owner, name, None)
+
     faulthandler.disable()
-    builtins.exit = None
-    builtins.quit = None
+    disable(builtins, "exit", "quit")
     os.environ["OMP_NUM_THREADS"] = "1"
     for name in _GUARDED_OS:
         if hasattr(os, name):
-            setattr(os, name, None)
-    shutil.rmtree = None
-    shutil.move = None
-    shutil.chown = None
-    subprocess.Popen = None
-    builtins.help = None
+            disable(os, name)
+    disable(shutil, "rmtree", "move", "chown")
+    disable(subprocess, "Popen")
+    disable(builtins, "help")
     for name in _BLOCKED_MODULES:
-        sys.modules[name] = None
+        # None in sys.modules makes `import name` raise ImportError (documented in the import
+        # system reference); typeshed types the dict's values as ModuleType only.
+        sys.modules[name] = None  # type: ignore[assignment]
 
 
 class WriteOnlyStringIO(io.StringIO):

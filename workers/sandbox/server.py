@@ -34,6 +34,7 @@ from workers.sandbox.syscalls import (
     CLONE_NEWPID,
     CLONE_NEWUSER,
     PR_SET_PDEATHSIG,
+    Libc,
     last_capability,
     load_libc,
     write_id_maps,
@@ -49,13 +50,16 @@ def main(config: dict) -> None:
     uid = config["uid"]
     try:
         last_cap = last_capability()  # before the view: it has no /proc/sys
-        if mode == "userns":
-            enter_user_namespace(libc)
-        elif mode == "namespaces":
-            libc.unshare(CLONE_NEWNS)
-        pidns = os.open("/proc/self/ns/pid", os.O_RDONLY) if mode != "process" else None
+        pidns: int | None = None
         keep: tuple[str, ...] = ()
         if mode != "process":
+            if libc is None:  # the probe picks these modes only where its libc calls worked
+                raise OSError(f"{mode!r} mode needs libc's namespace calls, not found here")
+            if mode == "userns":
+                enter_user_namespace(libc)
+            elif mode == "namespaces":
+                libc.unshare(CLONE_NEWNS)
+            pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
             ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
             plan = view.plan_view(config["paths"])
             view.build_view(plan, view.etc_files(*ids), libc, own_proc=mode == "userns")
@@ -83,7 +87,7 @@ def main(config: dict) -> None:
     os._exit(0)
 
 
-def enter_user_namespace(libc) -> None:
+def enter_user_namespace(libc: Libc) -> None:
     """Become pid 1 of a new user + pid + mount namespace; the original process only waits
     (holding nothing but the lifeline, so the driver sees EOF when the server dies)."""
     uid, gid = os.getuid(), os.getgid()
@@ -156,7 +160,7 @@ def _run(
     _close(*given.values(), status_w, setup_w)
     protocol.send(sock, {"op": "started", "pid": p1})
     killed, alive, data = False, True, b""
-    watched = [sock, status_r]
+    watched: list[socket.socket | int] = [sock, status_r]
     while True:
         ready = select.select(watched, [], [])[0]
         if status_r in ready:

@@ -93,6 +93,7 @@ class Streams:
         self.sel.register(write_end, selectors.EVENT_WRITE, None)
 
     def _feed_marker(self, chunk: bytes) -> None:
+        assert self.marker is not None  # registered in __init__ only when there is a marker
         self.marker.feed(chunk, time.monotonic())
 
     def watch_exit(self, fd: int) -> None:
@@ -147,6 +148,7 @@ class Streams:
     def close_child_ends(self) -> None:
         for name, fd in self.child_fds.items():
             if name == "report":
+                assert self.marker is not None  # "report" is the marker's write end
                 self.marker.write_fd = -1
             os.close(fd)
         self.child_fds = {}

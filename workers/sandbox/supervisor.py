@@ -47,11 +47,11 @@ def run_on_server(
         server.send({"op": "run", "fds": names}, [streams.child_fds[n] for n in names])
         streams.close_child_ends()
         server.expect("started", _REPLY_S)
-        streams.watch_exit(server.sock.fileno())
+        streams.watch_exit(server.connection().fileno())
         timed_out = _supervise(server, streams, marker, limits.timeout_s)
         reply = server.expect("exited", KILL_GRACE_S)
         duration = time.monotonic() - start
-        streams.unwatch(server.sock.fileno())
+        streams.unwatch(server.connection().fileno())
         streams.drain(DRAIN_GRACE_S)
     finally:
         streams.close()

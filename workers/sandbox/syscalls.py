@@ -102,7 +102,7 @@ class Libc:
         (no syscall, or a seccomp filter refusing it) a program cannot use keyrings either."""
         if self.keyctl_nr is None:
             return
-        calls = [(KEYCTL_JOIN_SESSION_KEYRING, None)]
+        calls: list[tuple[int, int | None]] = [(KEYCTL_JOIN_SESSION_KEYRING, None)]
         if clear_user_keyrings:
             calls += [(KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING)]
             calls += [(KEYCTL_CLEAR, KEY_SPEC_USER_SESSION_KEYRING)]

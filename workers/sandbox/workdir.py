@@ -40,7 +40,7 @@ def remove_tree(path: str) -> None:
 def sweep_stale_workdirs(tempdir: str) -> list[str]:
     """Remove the work folders under `tempdir` whose server process no longer exists; returns
     what was removed."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(tempdir)
     except OSError:

@@ -212,6 +212,7 @@ def run_program(program: Program, config: ExecutorConfig | None = None) -> ExecO
 
     config = config or ExecutorConfig()
     limits = limits_for(program.lang, program.timeout_s, config.network)
+    argv: tuple[str, ...]
     if program.lang == "python":
         argv = (config.python, "_infibench_runner.py", repr(program.timeout_s))
         files = {"main.py": program.code, "_infibench_runner.py": PYTHON_RUNNER}
@@ -294,6 +295,8 @@ def _probe_executors(config: ExecutorConfig) -> tuple[tuple[str, bool], ...]:
 
     available = {}
     python_probe = "import " + ", ".join(PYTHON_HELPER_MODULES)
+    argv: tuple[str, ...]
+    files: Mapping[str, str]
     for lang in EXECUTOR_LANGS:
         if lang == "python":
             argv, files, env = (config.python, "-c", python_probe), {}, {}
