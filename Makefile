@@ -18,7 +18,7 @@ export RAY_AUTH_MODE ?= disabled
 PYTEST_ARGS ?=
 
 .PHONY: install test test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
-	bench bench-sandbox bench-grid bench-backends bench-replicas lint format typecheck clean
+	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume lint format typecheck clean
 
 install: $(STAMP)
 
@@ -103,7 +103,7 @@ lock-gpu: $(STAMP)
 lock-driver:
 	$(PYTHON312) requirements/resolve.py compile driver
 
-bench: bench-sandbox bench-grid bench-backends bench-replicas
+bench: bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume
 
 bench-sandbox: $(STAMP)
 	$(BIN)/python perf/sandbox_throughput.py
@@ -117,6 +117,10 @@ bench-backends: $(STAMP)
 # R=2 engine replicas x 1 torch thread against R=1 x 2 threads, the tiny model on 2 CPUs.
 bench-replicas: $(STAMP)
 	$(BIN)/python perf/replicas.py
+
+# SIGKILL a tiny-model grid 10 times at random moments, resume it, compare with a clean run.
+bench-kill-resume: $(STAMP)
+	$(BIN)/python perf/kill_resume.py
 
 # Lint and format check (ruff), and the type checker over the three packages (mypy; its
 # configuration is [tool.mypy] in pyproject.toml). All three run in CI (.ci/run).
