@@ -15,7 +15,7 @@ def _hold_lock(path: str, ready, release, hold_s: float) -> None:
 
     with Store(path).writer_lock():
         ready.set()
-        release.wait(hold_s)
+        release.poll(hold_s)  # returns when the test closes its end of the pipe
 
 
 @contextlib.contextmanager
@@ -25,15 +25,19 @@ def lock_held_elsewhere(
     """While the block runs, a separate process (spawned, so no state is shared) holds the
     store's writer lock, as a live run does. Yields that process (a test may kill it)."""
     ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
+    ready = ctx.Event()
+    # A pipe, not an Event, says "release": Event.set() waits for every process sleeping on the
+    # event to wake, so a holder the test has SIGKILLed would make it wait forever.
+    release, released = ctx.Pipe(duplex=False)
     holder = ctx.Process(target=_hold_lock, args=(str(store), ready, release, hold_s))
     holder.start()
     try:
         assert ready.wait(hold_s), "the lock holder did not start"
         yield holder
     finally:
-        release.set()
+        released.close()
         holder.join(hold_s)
+        release.close()
 
 
 def alive_in_group(pgid: int) -> list[int]:
