@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from pathlib import Path
 
 from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out

@@ -321,7 +321,20 @@ def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress:
 
     config = prepared.config
     with stop_on_signals():
-        start_ray(config.cluster)
+        ray_info = start_ray(config.cluster)
+    try:
+        return _drain(prepared, plan, writer, progress)
+    finally:
+        if ray_info["started"]:
+            # A local instance this run started ends with the run, also in a library call:
+            # the next run in this process starts its own with its own cluster options.
+            stop_ray()
+
+
+def _drain(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
+    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, stop_ray
+
+    config = prepared.config
     options = DispatchOptions(
         config.cluster, config.limits, config.exec_workers, checkpoint=config.checkpoint
     )

@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from tests.processes import alive_in_group
+
 ROOT = Path(__file__).resolve().parents[2]
 # Three settings of the tiny model, 10 problems each, committed every 2 samples (one problem for
 # the greedy and harness settings, two samples of one problem for per_sample n_samples=2):
@@ -48,18 +50,6 @@ def wait_for_chunks(proc: subprocess.Popen, store: Path, n: int, timeout: float 
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "no chunks committed"
         time.sleep(0.2)
-
-
-def alive_in_group(pgid: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    alive.append(int(entry.name))
-            except ProcessLookupError:
-                continue
-    return alive
 
 
 def finish(args, env) -> str:

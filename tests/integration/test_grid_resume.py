@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tests.processes import alive_in_group
+
 GRID = [
     "model=tiny",
     "template=own,instruct",
@@ -46,18 +48,6 @@ def complete_keys(store: Path) -> set[str]:
     return set(frame[frame.status == "complete"].setting_key)
 
 
-def descendants_alive(pgid: int) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == pgid:
-                    alive.append(int(entry.name))
-            except ProcessLookupError:
-                continue
-    return alive
-
-
 def run_to_end(args, env, timeout=600) -> str:
     proc = reprogrid(args, env)
     out, _ = proc.communicate(timeout=timeout)
@@ -77,7 +67,7 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything in its process group
     proc.wait(30)
     time.sleep(2)
-    assert descendants_alive(proc.pid) == []
+    assert alive_in_group(proc.pid) == []
     before = complete_keys(store)
     assert 3 <= len(before) < 12
     # the dead run never closed its record: status says it was interrupted, not running

@@ -82,7 +82,9 @@ def test_old_shards_are_upgraded_to_todays_columns(env, capsys, tmp_path):
     old = {t: pq.read_table(store / t).to_pylist() for t in TABLES}
     handle = Store(str(store))
     with handle.writer_lock():
-        assert upgrade_shards(handle) == 9  # the settings, generations and executions shards
+        # the settings, generations, executions and scores shards of its 3 settings (scores got
+        # the problem selection in schema version 3)
+        assert upgrade_shards(handle) == 12
     for table, rows in old.items():
         for path in (store / table).glob("*.parquet"):
             assert pq.read_schema(path).names == TABLES[table].names

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import multiprocessing
 import os
 
 import pandas as pd
@@ -9,6 +8,7 @@ import pytest
 from storage.index import build_index
 from storage.schema import SettingStatus
 from storage.store import SchemaMismatch, Store, StoreLocked, UnknownTable
+from tests.processes import lock_held_elsewhere
 
 
 def execution(key: str, task: str, passed: bool) -> dict:
@@ -63,37 +63,19 @@ def test_a_corrupt_shard_counts_as_missing(tmp_path):
     assert store.read_shard("executions", "k1") is None
 
 
-def _hold_lock(path: str, ready, release) -> None:
-    with Store(path).writer_lock():
-        ready.set()
-        release.wait(10)
-
-
 def test_second_writer_is_refused_with_a_clear_message(tmp_path):
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
-    holder.start()
-    try:
-        assert ready.wait(20)
+    with lock_held_elsewhere(tmp_path):
         with pytest.raises(StoreLocked, match="being written by another reprogrid process"):
             with Store(str(tmp_path)).writer_lock(wait_s=0.5):
                 pass
-    finally:
-        release.set()
-        holder.join(10)
     with Store(str(tmp_path)).writer_lock():  # released when the holder ends
         pass
 
 
 def test_lock_is_released_when_the_holder_is_killed(tmp_path):
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
-    holder.start()
-    assert ready.wait(20)
-    os.kill(holder.pid, 9)
-    holder.join(10)
+    with lock_held_elsewhere(tmp_path) as holder:
+        os.kill(holder.pid, 9)
+        holder.join(10)
     with Store(str(tmp_path)).writer_lock(wait_s=2):
         pass
 
@@ -117,14 +99,6 @@ def test_index_requires_every_result_shard(tmp_path):
 def test_writer_active_sees_a_holder_without_taking_the_lock(tmp_path):
     store = Store(str(tmp_path))
     assert not store.writer_active()
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
-    holder.start()
-    try:
-        assert ready.wait(20)
+    with lock_held_elsewhere(tmp_path):
         assert store.writer_active()
-    finally:
-        release.set()
-        holder.join(10)
     assert not store.writer_active()

@@ -131,7 +131,8 @@ class InfiBench:
 
     def summarize(self, executions: Sequence[Mapping[str, Any]]) -> ScoreSummary:
         """best@10 (official avg_max_10) and breakdowns from stored execution rows, over the
-        questions the setting covered (all of them unless `benchmark.limit` or `benchmark.problems` was set)."""
+        questions the setting covered (all of them unless `benchmark.limit` or
+        `benchmark.problems` selected some)."""
         covered = {row["task_id"] for row in executions}
         suite = dataclasses.replace(
             self.suite, cases=tuple(c for c in self.suite.cases if c.case_path in covered)

@@ -6,7 +6,6 @@ table. Everything runs the real commands (no Ray: `plan`, `status`, imports and 
 from __future__ import annotations
 
 import json
-import multiprocessing
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +16,7 @@ from orchestrator.cli.common import normalize_store_args
 from orchestrator.report.scores import render_score_table, score_table
 from storage.store import Store
 from tests.fixtures_store import RUN_ID, Spec, write_canonical_store, write_setting
+from tests.processes import lock_held_elsewhere
 
 
 def run_cli(args, capsys) -> tuple[int, str, str]:
@@ -143,12 +143,6 @@ def test_status_shows_generated_and_partial_columns_and_lists_keys(env, capsys, 
     assert keys["complete"] not in out  # full keys only with --keys
 
 
-def _hold_lock(path, ready, release):
-    with Store(path).writer_lock():
-        ready.set()
-        release.wait(30)
-
-
 def test_status_of_a_live_run_counts_what_the_store_holds(env, capsys, tmp_path):
     keys = _partial_and_generated_store(tmp_path)
     store = Store(str(tmp_path))
@@ -160,16 +154,8 @@ def test_status_of_a_live_run_counts_what_the_store_holds(env, capsys, tmp_path)
         "overrides_json": "[]", "setting_keys": list(keys.values()), "status": "running",
         "n_generated": None, "n_executed": None,
     }])  # fmt: skip
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
-    holder.start()
-    try:
-        assert ready.wait(30)
+    with lock_held_elsewhere(tmp_path):
         code, out, _ = run_cli(["status", f"store={tmp_path}", "--json"], capsys)
-    finally:
-        release.set()
-        holder.join(30)
     data = json.loads(out)
     assert code == 0 and data["writer_active"] is True
     assert data["run"]["status"] == "running"

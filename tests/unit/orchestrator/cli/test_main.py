@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.cli import main
 from tests.conftest import read_jsonl
+from tests.processes import lock_held_elsewhere
 
 
 def run_cli(args, capsys) -> tuple[int, str, str]:
@@ -111,27 +112,9 @@ def test_tiny_model_command_builds_a_loadable_folder(capsys, tmp_path):
     )
 
 
-def _hold(path, ready, release):
-    from storage.store import Store
-
-    with Store(path).writer_lock():
-        ready.set()
-        release.wait(20)
-
-
 def test_a_second_run_on_a_locked_store_exits_with_a_clear_message(env, capsys, tmp_path):
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold, args=(str(tmp_path), ready, release))
-    holder.start()
-    try:
-        assert ready.wait(20)
+    with lock_held_elsewhere(tmp_path):
         code, _, err = run_cli(["run", "model=tiny", "backend=fake", f"store={tmp_path}"], capsys)
-    finally:
-        release.set()
-        holder.join(20)
     assert code == 2
     assert "being written by another reprogrid process" in err and "--wait-lock" in err
     assert not (tmp_path / "settings").exists()  # nothing was written
