@@ -42,8 +42,14 @@ def _unit(model: str, limit: int, backend: str):
     from orchestrator.run.runner import prepare
 
     policy = "per_sample" if backend == "vllm" else "harness"
-    overrides = [f"model={model}", "grid=engine12", f"benchmark.limit={limit}",
-                 f"backend={backend}", f"seed_policy={policy}", "dtype=fp32"]  # fmt: skip
+    overrides = [
+        f"model={model}",
+        "grid=engine12",
+        f"benchmark.limit={limit}",
+        f"backend={backend}",
+        f"seed_policy={policy}",
+        "dtype=fp32",
+    ]
     prepared = prepare(load_run_config(overrides))
     cells = [c for c in prepared.cells if not c.skipped]
     engine = unit_engine(cells[0].setting.engine, [c.setting for c in cells])
@@ -69,8 +75,11 @@ def _bare_run(backend, adapter, items, results) -> tuple[float, int]:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    counts = {(r.setting_key, s.task_id, s.sample_index): s.n_output_tokens
-              for r in results for s in r.samples}  # fmt: skip
+    counts = {
+        (r.setting_key, s.task_id, s.sample_index): s.n_output_tokens
+        for r in results
+        for s in r.samples
+    }
     prompts, params = [], []
     for key, setting in items:
         for request in adapter.requests(setting, key, backend.render_chat):
@@ -79,8 +88,11 @@ def _bare_run(backend, adapter, items, results) -> tuple[float, int]:
             if prep.max_tokens == 0 or n == 0:
                 continue
             s = request.sampling
-            sampling = (dict(temperature=s.temperature, top_p=s.top_p, seed=s.seed)
-                        if s.do_sample else dict(temperature=0.0))  # fmt: skip
+            sampling = (
+                dict(temperature=s.temperature, top_p=s.top_p, seed=s.seed)
+                if s.do_sample
+                else dict(temperature=0.0)
+            )
             prompts.append(TokensPrompt(prompt_token_ids=list(prep.ids)))
             params.append(SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, **sampling))
     backend.llm.reset_prefix_cache()
@@ -106,8 +118,13 @@ def child(args) -> None:
         if args.backend == "vllm":
             bare.append(_bare_run(session.backend, adapter, items, results))
     samples = [s for r in results for s in r.samples]
-    result = {"load_s": session.load_s, "settings": len(items), "samples": len(samples),
-              "tokens": sum(s.n_output_tokens for s in samples), "wall_s": min(ours)}  # fmt: skip
+    result = {
+        "load_s": session.load_s,
+        "settings": len(items),
+        "samples": len(samples),
+        "tokens": sum(s.n_output_tokens for s in samples),
+        "wall_s": min(ours),
+    }
     if bare:
         result.update(bare_wall_s=min(b[0] for b in bare), bare_tokens=bare[0][1])
     session.close()
@@ -117,17 +134,32 @@ def child(args) -> None:
 def run_child(backend: str, model: str, args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="reprogrid-bench-")) / f"{backend}.json"
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    cmd = [sys.executable, __file__, "--child", backend, "--models", model, "--limit",
-           str(args.limit), "--threads", str(args.threads), "--repeats", str(args.repeats),
-           "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        backend,
+        "--models",
+        model,
+        "--limit",
+        str(args.limit),
+        "--threads",
+        str(args.threads),
+        "--repeats",
+        str(args.repeats),
+        "--out",
+        str(out),
+    ]
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:]))  # fmt: skip
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
     parser.add_argument(
         "--models",
         default="tiny,smollm2-135m",
@@ -159,10 +191,14 @@ def main() -> None:
     if args.json:
         _out(json.dumps(rows, indent=2))
         return
-    _out(f"engine12 (12 settings) x {args.limit} problems, fp32, CPU, {args.threads} thread(s) "
-          f"per backend, {os.cpu_count()} cores")  # fmt: skip
-    _out(f"{'model':14s} {'backend':8s} {'samples':>7s} {'tokens':>7s} {'load_s':>7s} "
-          f"{'wall_s':>7s} {'tok/s':>8s} {'vllm/hf':>8s}")  # fmt: skip
+    _out(
+        f"engine12 (12 settings) x {args.limit} problems, fp32, CPU, {args.threads} thread(s) "
+        f"per backend, {os.cpu_count()} cores"
+    )
+    _out(
+        f"{'model':14s} {'backend':8s} {'samples':>7s} {'tokens':>7s} {'load_s':>7s} "
+        f"{'wall_s':>7s} {'tok/s':>8s} {'vllm/hf':>8s}"
+    )
     for row in rows:
         v = row["vllm"]
         for name, m in (("hf", row["hf"]), ("vllm", v)):
@@ -173,16 +209,22 @@ def main() -> None:
             if name == "vllm" and row["hf"]:
                 hf_speed = row["hf"]["tokens"] / row["hf"]["wall_s"]
                 ratio = f"x{speed / hf_speed:.1f}"
-            _out(f"{row['model']:14s} {name:8s} {m['samples']:7d} {m['tokens']:7d} "
-                  f"{m['load_s']:7.1f} {m['wall_s']:7.1f} {speed:8.0f} {ratio:>8s}")  # fmt: skip
+            _out(
+                f"{row['model']:14s} {name:8s} {m['samples']:7d} {m['tokens']:7d} "
+                f"{m['load_s']:7.1f} {m['wall_s']:7.1f} {speed:8.0f} {ratio:>8s}"
+            )
     _out()
-    _out(f"{'model':14s} {'reprogrid tok/s':>16s} {'bare LLM.generate tok/s':>24s} "
-          f"{'ratio':>6s} {'overhead':>9s}")  # fmt: skip
+    _out(
+        f"{'model':14s} {'reprogrid tok/s':>16s} {'bare LLM.generate tok/s':>24s} "
+        f"{'ratio':>6s} {'overhead':>9s}"
+    )
     for row in rows:
         v = row["vllm"]
         ours, bare = v["tokens"] / v["wall_s"], v["bare_tokens"] / v["bare_wall_s"]
-        _out(f"{row['model']:14s} {ours:16.0f} {bare:24.0f} {ours / bare:6.2f} "
-              f"{100 * (bare / ours - 1):8.1f}%")  # fmt: skip
+        _out(
+            f"{row['model']:14s} {ours:16.0f} {bare:24.0f} {ours / bare:6.2f} "
+            f"{100 * (bare / ours - 1):8.1f}%"
+        )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ def main() -> None:
         for i, p in enumerate(prompts(args.prompts))
     ]
     reference = None
-    print(f"{'precision':9s} {'device':28s} {'dtype':9s} {'load_s':>7s} {'gen_s':>7s} "
-          f"{'tokens':>7s} {'same as fp32':>13s}")  # fmt: skip
+    print(
+        f"{'precision':9s} {'device':28s} {'dtype':9s} {'load_s':>7s} {'gen_s':>7s} "
+        f"{'tokens':>7s} {'same as fp32':>13s}"
+    )
     for label, (dtype, quant) in PRECISIONS.items():
         backend = HfBackend()
         started = time.perf_counter()
@@ -69,8 +71,10 @@ def main() -> None:
         reference = reference or texts
         same = sum(a == b for a, b in zip(reference, texts, strict=True))
         tokens = sum(g.n_output_tokens for g in out)
-        print(f"{label:9s} {info.device:28s} {info.effective_dtype:9s} {load_s:7.2f} {gen_s:7.2f} "
-              f"{tokens:7d} {same:>6d}/{len(texts)}")  # fmt: skip
+        print(
+            f"{label:9s} {info.device:28s} {info.effective_dtype:9s} {load_s:7.2f} {gen_s:7.2f} "
+            f"{tokens:7d} {same:>6d}/{len(texts)}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,11 @@ def main() -> None:
     parser.add_argument("--grid", default="paper60")
     parser.add_argument("--limit", type=int, default=10, help="problems per setting")
     parser.add_argument(
-        "--naive-settings", type=int, default=None,
+        "--naive-settings",
+        type=int,
+        default=None,
         help="run only the first N settings the naive way and extrapolate (default: all)",
-    )  # fmt: skip
+    )
     parser.add_argument("--num-cpus", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -56,8 +58,13 @@ def main() -> None:
     from orchestrator.run.runner import prepare, run_grid
 
     work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-"))
-    overrides = [f"model={args.model}", f"grid={args.grid}", f"benchmark.limit={args.limit}",
-                 "seed_policy=per_sample", f"store={work / 'store'}"]  # fmt: skip
+    overrides = [
+        f"model={args.model}",
+        f"grid={args.grid}",
+        f"benchmark.limit={args.limit}",
+        "seed_policy=per_sample",
+        f"store={work / 'store'}",
+    ]
     prepared = prepare(load_run_config(overrides))
     cells = [c for c in prepared.cells if not c.skipped]
 
@@ -73,15 +80,20 @@ def main() -> None:
     for i, cell in enumerate(naive_cells):
         spec = work / f"naive-{i}.pkl"
         with open(spec, "wb") as fh:
-            pickle.dump((cell.key, cell.setting, prepared.benchmark,
-                         prepared.config.limits), fh)  # fmt: skip
-        subprocess.run([sys.executable, __file__, "--child", str(spec)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            pickle.dump((cell.key, cell.setting, prepared.benchmark, prepared.config.limits), fh)
+        subprocess.run(
+            [sys.executable, __file__, "--child", str(spec)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     naive = (time.perf_counter() - started) * len(cells) / len(naive_cells)
     extrapolated = " (extrapolated)" if len(naive_cells) < len(cells) else ""
 
-    print(f"grid {args.grid}, model {args.model}, {len(cells)} settings x {args.limit} problems, "
-          f"{args.num_cpus} Ray CPUs, {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"grid {args.grid}, model {args.model}, {len(cells)} settings x {args.limit} problems, "
+        f"{args.num_cpus} Ray CPUs, {os.cpu_count()} cores"
+    )
     print(f"{'way':34s} {'wall_s':>8s} {'engine loads':>13s}")
     print(f"{'reprogrid (engine sharing, Ray)':34s} {ours:8.1f} {outcome.engine_loads:13d}")
     print(f"{'naive (process + load per setting)':34s} {naive:8.1f} {len(cells):13d}{extrapolated}")

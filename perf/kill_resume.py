@@ -57,10 +57,18 @@ GRACE_S = 20.0  # how long a killed launch's leftover processes get to exit by t
 
 def grid(args) -> list[str]:
     return [
-        "model=tiny", "backend=hf", "dtype=fp32", "template=instruct,yi", "decoding=greedy,t0.2",
-        "seed_policy=harness", f"benchmark.limit={args.limit}", "max_length=1024",
-        f"checkpoint.every_samples={args.chunk}", "cluster.num_cpus=2", "cluster.replicas=1",
-    ]  # fmt: skip
+        "model=tiny",
+        "backend=hf",
+        "dtype=fp32",
+        "template=instruct,yi",
+        "decoding=greedy,t0.2",
+        "seed_policy=harness",
+        f"benchmark.limit={args.limit}",
+        "max_length=1024",
+        f"checkpoint.every_samples={args.chunk}",
+        "cluster.num_cpus=2",
+        "cluster.replicas=1",
+    ]
 
 
 @dataclass
@@ -103,8 +111,9 @@ def launch(args, store: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "orchestrator.cli", "run", *grid(args), f"store={store}"]
     with open(log, "w") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=ROOT)  # fmt: skip
+        return subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+        )
 
 
 def session_alive(sid: int) -> list[int]:
@@ -215,9 +224,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=40, help="problems per setting (default 40)")
     parser.add_argument("--chunk", type=int, default=2, help="samples per chunk (default 2)")
     parser.add_argument(
-        "--max-wait", type=float, default=4.0,
+        "--max-wait",
+        type=float,
+        default=4.0,
         help="longest wait after a launch's first commit before the kill (s, default 4)",
-    )  # fmt: skip
+    )
     parser.add_argument("--keep", action="store_true", help="keep the stores and logs")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the store reader of this checkout, as the launches use
@@ -275,12 +286,16 @@ def report(args, kills, store, fresh, killed_s, clean_s, rewritten) -> None:
     # A chunk's shard name is the same problems in both stores: the killed store's lost chunk
     # index is reused by the relaunch for the same next problems.
     durations = chunk_durations(fresh)
-    print(f"tiny model, hf, fp32, 4 settings (instruct, yi x greedy, t0.2 on the harness stream) "
-          f"x {args.limit} problems = {total} samples, chunks of {args.chunk} samples, 1 engine, "
-          f"{os.cpu_count()} cores, seed {args.seed}")  # fmt: skip
-    print(f"{'kill':>4s} {'at_s':>5s} {'committed':>9s} {'+launch':>7s} {'relaunch gen':>12s} "
-          f"{'= rest':>6s} {'redone':>6s} {'lost_s':>6s} {'chunk_s':>7s} "
-          f"{'processes':>12s}")  # fmt: skip
+    print(
+        f"tiny model, hf, fp32, 4 settings (instruct, yi x greedy, t0.2 on the harness stream) "
+        f"x {args.limit} problems = {total} samples, chunks of {args.chunk} samples, 1 engine, "
+        f"{os.cpu_count()} cores, seed {args.seed}"
+    )
+    print(
+        f"{'kill':>4s} {'at_s':>5s} {'committed':>9s} {'+launch':>7s} {'relaunch gen':>12s} "
+        f"{'= rest':>6s} {'redone':>6s} {'lost_s':>6s} {'chunk_s':>7s} "
+        f"{'processes':>12s}"
+    )
     within = 0
     for i, k in enumerate(kills, 1):
         rest = total - k.committed
@@ -288,35 +303,49 @@ def report(args, kills, store, fresh, killed_s, clean_s, rewritten) -> None:
         own = durations.get(k.redone_chunk or "")
         within += own is not None and k.lost_s <= own
         shown = f"{own:7.1f}" if own is not None else f"{'-':>7s}"
-        print(f"{i:4d} {k.at_s:5.1f} {k.committed:9d} {k.this_launch:7d} "
-              f"{k.relaunch_generates:12d} {ok:>6s} {k.redone:6d} {k.lost_s:6.1f} {shown} "
-              f"{len(k.lingering):7d} -> {k.left}")  # fmt: skip
-    print("(redone: samples of the relaunch's first chunk; lost_s: since the killed launch's "
-          "last commit; chunk_s: that chunk's time in the uninterrupted run; processes: of the "
-          f"launch, alive just after the kill -> after {GRACE_S:.0f} s)")  # fmt: skip
+        print(
+            f"{i:4d} {k.at_s:5.1f} {k.committed:9d} {k.this_launch:7d} "
+            f"{k.relaunch_generates:12d} {ok:>6s} {k.redone:6d} {k.lost_s:6.1f} {shown} "
+            f"{len(k.lingering):7d} -> {k.left}"
+        )
+    print(
+        "(redone: samples of the relaunch's first chunk; lost_s: since the killed launch's "
+        "last commit; chunk_s: that chunk's time in the uninterrupted run; processes: of the "
+        f"launch, alive just after the kill -> after {GRACE_S:.0f} s)"
+    )
     if kills:
-        print(f"redone per kill: max {max(k.redone for k in kills)} samples, one chunk "
-              f"({args.chunk} samples) of the one engine; lost generation per kill: mean "
-              f"{statistics.mean(k.lost_s for k in kills):.1f} s, max "
-              f"{max(k.lost_s for k in kills):.1f} s, within the lost chunk's own time in "
-              f"{within}/{len(kills)} kills; a chunk takes {chunk_s:.1f} s on average")  # fmt: skip
+        print(
+            f"redone per kill: max {max(k.redone for k in kills)} samples, one chunk "
+            f"({args.chunk} samples) of the one engine; lost generation per kill: mean "
+            f"{statistics.mean(k.lost_s for k in kills):.1f} s, max "
+            f"{max(k.lost_s for k in kills):.1f} s, within the lost chunk's own time in "
+            f"{within}/{len(kills)} kills; a chunk takes {chunk_s:.1f} s on average"
+        )
     ours = dict(zip(map(tuple, gens[KEY].values.tolist()), gens.program, strict=True))
     theirs = dict(zip(map(tuple, clean[KEY].values.tolist()), clean.program, strict=True))
     per_setting = sorted(set(gens.groupby("setting_key").size()))
     dup = int(gens.duplicated(KEY).sum())
-    print(f"settings complete: {int((settings.status == 'complete').sum())}/{len(settings)}; "
-          f"rows per setting: {per_setting}; duplicate rows: {dup}; committed chunks written "
-          f"again: {rewritten}")  # fmt: skip
-    print(f"programs equal to the uninterrupted run's: {'yes' if ours == theirs else 'NO'} "
-          f"({len(ours)} and {len(theirs)} samples)")  # fmt: skip
+    print(
+        f"settings complete: {int((settings.status == 'complete').sum())}/{len(settings)}; "
+        f"rows per setting: {per_setting}; duplicate rows: {dup}; committed chunks written "
+        f"again: {rewritten}"
+    )
+    print(
+        f"programs equal to the uninterrupted run's: {'yes' if ours == theirs else 'NO'} "
+        f"({len(ours)} and {len(theirs)} samples)"
+    )
     counts = {str(k): int(v) for k, v in runs.status.value_counts().items()}
     print(f"runs recorded: {counts}")
     lingering = [n for k in kills for n in k.lingering]
     kinds = ", ".join(f"{n} x{lingering.count(n)}" for n in sorted(set(lingering)))
-    print(f"processes of killed launches alive just after the kill: {len(lingering)} "
-          f"({kinds or 'none'}); after {GRACE_S:.0f} s: {sum(k.left for k in kills)}")  # fmt: skip
-    print(f"wall: {killed_s:.0f} s with {len(kills)} kills and relaunches, "
-          f"{clean_s:.0f} s uninterrupted")  # fmt: skip
+    print(
+        f"processes of killed launches alive just after the kill: {len(lingering)} "
+        f"({kinds or 'none'}); after {GRACE_S:.0f} s: {sum(k.left for k in kills)}"
+    )
+    print(
+        f"wall: {killed_s:.0f} s with {len(kills)} kills and relaunches, "
+        f"{clean_s:.0f} s uninterrupted"
+    )
 
 
 if __name__ == "__main__":

@@ -80,11 +80,18 @@ def run_variant(variant: Variant, args, work: Path) -> Measured:
     store = work / f"store-r{variant.replicas}-t{variant.engine_cpus}"
     shutil.rmtree(store, ignore_errors=True)
     overrides = [
-        "model=tiny", "backend=hf", "dtype=fp32", "decoding=greedy", "template=instruct,yi",
-        f"benchmark.limit={args.limit}", f"checkpoint.every_samples={args.chunk}",
-        f"cluster.num_cpus={args.num_cpus}", f"cluster.replicas={variant.replicas}",
-        f"cluster.engine_cpus={variant.engine_cpus}", f"store={store}",
-    ]  # fmt: skip
+        "model=tiny",
+        "backend=hf",
+        "dtype=fp32",
+        "decoding=greedy",
+        "template=instruct,yi",
+        f"benchmark.limit={args.limit}",
+        f"checkpoint.every_samples={args.chunk}",
+        f"cluster.num_cpus={args.num_cpus}",
+        f"cluster.replicas={variant.replicas}",
+        f"cluster.engine_cpus={variant.engine_cpus}",
+        f"store={store}",
+    ]
     prepared = prepare(load_run_config(overrides))
     start_ray(prepared.config.cluster)  # the local instance run_grid would start itself
     try:
@@ -140,20 +147,26 @@ def main() -> None:
     base = variants[1]
     base_rate = statistics.median(m.samples / m.wall_s for m in runs[base.name])
     base_gen = statistics.median(m.samples / m.gen_s for m in runs[base.name])
-    print(f"tiny model, hf, fp32, greedy, 2 templates x {args.limit} problems, chunks of "
-          f"{args.chunk} samples, {args.num_cpus} Ray CPUs, {os.cpu_count()} cores, "
-          f"median of {args.repeats} run(s) each, alternating")  # fmt: skip
-    print(f"{'variant':22s} {'torch thr':>9s} {'samples':>7s} {'wall_s':>7s} {'gen_s':>6s} "
-          f"{'samples/s':>9s} {'gen samples/s':>13s} {'x wall':>7s} {'x gen':>6s}")  # fmt: skip
+    print(
+        f"tiny model, hf, fp32, greedy, 2 templates x {args.limit} problems, chunks of "
+        f"{args.chunk} samples, {args.num_cpus} Ray CPUs, {os.cpu_count()} cores, "
+        f"median of {args.repeats} run(s) each, alternating"
+    )
+    print(
+        f"{'variant':22s} {'torch thr':>9s} {'samples':>7s} {'wall_s':>7s} {'gen_s':>6s} "
+        f"{'samples/s':>9s} {'gen samples/s':>13s} {'x wall':>7s} {'x gen':>6s}"
+    )
     for v in variants:
         ms = runs[v.name]
         wall = statistics.median(m.wall_s for m in ms)
         gen = statistics.median(m.gen_s for m in ms)
         rate = statistics.median(m.samples / m.wall_s for m in ms)
         gen_rate = statistics.median(m.samples / m.gen_s for m in ms)
-        print(f"{v.name:22s} {ms[0].threads:9d} {ms[0].samples:7d} {wall:7.1f} {gen:6.1f} "
-              f"{rate:9.2f} {gen_rate:13.2f} {rate / base_rate:7.2f} "
-              f"{gen_rate / base_gen:6.2f}")  # fmt: skip
+        print(
+            f"{v.name:22s} {ms[0].threads:9d} {ms[0].samples:7d} {wall:7.1f} {gen:6.1f} "
+            f"{rate:9.2f} {gen_rate:13.2f} {rate / base_rate:7.2f} "
+            f"{gen_rate / base_gen:6.2f}"
+        )
     for v in variants:
         walls = ", ".join(f"{m.wall_s:.1f}" for m in runs[v.name])
         print(f"  {v.name} runs, wall_s in order: {walls}")

@@ -104,10 +104,31 @@ def _reliability_guard() -> None:
     builtins.exit, builtins.quit = None, None
     os.environ["OMP_NUM_THREADS"] = "1"
     for name in (
-        "kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork",
-        "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod",
-        "fchown", "chmod", "chown", "chroot", "lchown", "getcwd", "chdir",
-    ):  # fmt: skip
+        "kill",
+        "system",
+        "putenv",
+        "remove",
+        "removedirs",
+        "rmdir",
+        "fchdir",
+        "setuid",
+        "fork",
+        "forkpty",
+        "killpg",
+        "rename",
+        "renames",
+        "truncate",
+        "replace",
+        "unlink",
+        "fchmod",
+        "fchown",
+        "chmod",
+        "chown",
+        "chroot",
+        "lchown",
+        "getcwd",
+        "chdir",
+    ):
         setattr(os, name, None)
     shutil.rmtree, shutil.move, shutil.chown = None, None, None
     subprocess.Popen = None

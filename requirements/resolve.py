@@ -44,15 +44,21 @@ TARGETS = {
     t.name: t
     for t in (
         Target(
-            "driver", (3, 12), ("infibench", "test", "eee"), (),
+            "driver",
+            (3, 12),
+            ("infibench", "test", "eee"),
+            (),
             "the driver and InfiBench grading, no GPU library (laptop, login node, CI on 3.12)",
         ),
         Target(
-            "gpu-worker", (3, 11), ("gpu",), ("ray[default]",),
+            "gpu-worker",
+            (3, 11),
+            ("gpu",),
+            ("ray[default]",),
             "the GPU worker image (docker/worker.Dockerfile): CUDA torch, vLLM, transformers",
         ),
     )
-}  # fmt: skip
+}
 
 
 class ResolveError(RuntimeError):
@@ -105,9 +111,20 @@ def resolve(requirements: list[str]) -> dict[str, tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         req_file, report = Path(tmp) / "requirements.txt", Path(tmp) / "report.json"
         req_file.write_text("\n".join(requirements) + "\n")
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-               "--quiet", "--disable-pip-version-check", "--report", str(report),
-               "-r", str(req_file)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--report",
+            str(report),
+            "-r",
+            str(req_file),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise ResolveError(f"pip could not resolve:\n{done.stdout}{done.stderr}")
@@ -138,12 +155,15 @@ def compile_lock(target: Target) -> Path:
         f"# {target.name}: {target.purpose}.",
         f"# Python {python}, Linux x86_64. Every package pinned: the core dependencies of",
         f"# pyproject.toml plus the extras [{extras}]"
-        + (f" and {', '.join(target.also)}" if target.also else "") + ".",
+        + (f" and {', '.join(target.also)}" if target.also else "")
+        + ".",
         f"# Made by `python{python} requirements/resolve.py compile {target.name}`; checked by",
         f"# `... check {target.name}`. Install it, then the project with --no-deps.",
     ]
-    lines += [f"{name}=={version}" for name, version in sorted(resolved.values(),
-                                                                key=lambda nv: normalise(nv[0]))]
+    lines += [
+        f"{name}=={version}"
+        for name, version in sorted(resolved.values(), key=lambda nv: normalise(nv[0]))
+    ]
     path = ROOT / "requirements" / f"{target.name}.txt"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -33,9 +33,17 @@ from pathlib import Path
 import yaml
 
 COLUMNS = (
-    "model", "model_family", "size_b", "tuning", "score_pct", "source_id", "source_title",
-    "table_or_location", "setting_notes", "found_via",
-)  # fmt: skip
+    "model",
+    "model_family",
+    "size_b",
+    "tuning",
+    "score_pct",
+    "source_id",
+    "source_title",
+    "table_or_location",
+    "setting_notes",
+    "found_via",
+)
 # Optional columns: a user's CSV may leave them out (they are then blank for every row).
 OPTIONAL_COLUMNS = ("n_samples",)
 TUNINGS = ("base", "instruct")
@@ -50,8 +58,9 @@ _SIZE = re.compile(r"^(\d+(\.\d+)?(x\d+(\.\d+)?)?)?$")
 class LiteratureError(ValueError):
     """A literature CSV that cannot be used; names the file, line, column and bad value."""
 
-    def __init__(self, source: str, line: int | None, column: str | None, value: str | None,
-                 problem: str):  # fmt: skip
+    def __init__(
+        self, source: str, line: int | None, column: str | None, value: str | None, problem: str
+    ):
         self.source, self.line, self.column, self.value = source, line, column, value
         where = source if line is None else f"{source}:{line}"
         what = "" if column is None else f" column {column!r}"
@@ -95,22 +104,31 @@ def _validate(values: dict[str, str], source: str, line: int) -> LiteratureRow:
     score = values["score_pct"]
     if not _SCORE.match(score) or Decimal(score) > 100:
         raise LiteratureError(
-            source, line, "score_pct", score,
+            source,
+            line,
+            "score_pct",
+            score,
             "must be a percentage between 0 and 100 as printed, e.g. 44.9 (no % sign)",
-        )  # fmt: skip
+        )
     if not _SIZE.match(values["size_b"]):
         raise LiteratureError(
-            source, line, "size_b", values["size_b"],
+            source,
+            line,
+            "size_b",
+            values["size_b"],
             "must be billions of parameters (e.g. 6.7, 8x7) or empty",
-        )  # fmt: skip
+        )
     if not values["source_id"]:
         raise LiteratureError(source, line, "source_id", "", "must name the source")
     samples = values.get("n_samples", "")
     if samples and not (samples.isdigit() and int(samples) >= 1):
         raise LiteratureError(
-            source, line, "n_samples", samples,
+            source,
+            line,
+            "n_samples",
+            samples,
             "must be a positive integer (samples per problem), or empty when unknown",
-        )  # fmt: skip
+        )
     return LiteratureRow(
         line=line,
         model=values["model"],
@@ -138,9 +156,12 @@ def parse_literature(text: str, source: str = "<literature>") -> list[Literature
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise LiteratureError(
-            source, 1, None, None,
+            source,
+            1,
+            None,
+            None,
             f"header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}",
-        )  # fmt: skip
+        )
     index = {c: header.index(c) for c in (*COLUMNS, *OPTIONAL_COLUMNS) if c in header}
     rows = []
     start = reader.line_num + 1
@@ -152,9 +173,12 @@ def parse_literature(text: str, source: str = "<literature>") -> list[Literature
                 continue
             if len(record) != len(header):
                 raise LiteratureError(
-                    source, line, None, None,
+                    source,
+                    line,
+                    None,
+                    None,
                     f"has {len(record)} fields, the header has {len(header)}",
-                )  # fmt: skip
+                )
             values = {c: record[i].strip() for c, i in index.items()}
             rows.append(_validate(values, source, line))
     except csv.Error as e:

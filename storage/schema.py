@@ -47,6 +47,7 @@ def optional_columns(schema: pa.Schema) -> frozenset[str]:
     """Columns an older shard of this table may lack (added in a later schema version)."""
     return frozenset(f.name for f in schema if f.metadata and ADDED_IN in f.metadata)
 
+
 # One row per setting: every field of the setting, its status, and provenance once run.
 SETTINGS = pa.schema(
     [

@@ -30,20 +30,32 @@ LIBRARIES = json.dumps({"python": "3.11.7", "torch": "2.13.0", "transformers": "
 
 MODELS: dict[str, dict[str, Any]] = {
     "deepseekcoder-1.3b-base": dict(
-        model_repo_id="deepseek-ai/deepseek-coder-1.3b-base", model_tuning="base",
-        own="deepseek", model_revision="rev-base-0001",
+        model_repo_id="deepseek-ai/deepseek-coder-1.3b-base",
+        model_tuning="base",
+        own="deepseek",
+        model_revision="rev-base-0001",
     ),
     "deepseekcoder-1.3b-instruct": dict(
-        model_repo_id="deepseek-ai/deepseek-coder-1.3b-instruct", model_tuning="instruct",
-        own="deepseek", model_revision="rev-inst-0001",
+        model_repo_id="deepseek-ai/deepseek-coder-1.3b-instruct",
+        model_tuning="instruct",
+        own="deepseek",
+        model_revision="rev-inst-0001",
     ),
     "deepseekcoder-6.7b-instruct": dict(
-        model_repo_id="deepseek-ai/deepseek-coder-6.7b-instruct", model_tuning="instruct",
-        own="deepseek", model_revision="rev-67-inst", model_size_b=6.7,
+        model_repo_id="deepseek-ai/deepseek-coder-6.7b-instruct",
+        model_tuning="instruct",
+        own="deepseek",
+        model_revision="rev-67-inst",
+        model_size_b=6.7,
     ),
-}  # fmt: skip
-PRECISIONS = {"bf16": ("bf16", "none"), "fp16": ("fp16", "none"), "fp32": ("fp32", "none"),
-              "int8": ("fp16", "int8"), "int4": ("fp16", "int4")}  # fmt: skip
+}
+PRECISIONS = {
+    "bf16": ("bf16", "none"),
+    "fp16": ("fp16", "none"),
+    "fp32": ("fp32", "none"),
+    "int8": ("fp16", "int8"),
+    "int4": ("fp16", "int4"),
+}
 
 
 @dataclass(frozen=True)
@@ -71,17 +83,34 @@ SPECS = (
     Spec(BASE, "own", "greedy", 2048, "fp16", 3),
     Spec(BASE, "own", "greedy", 2048, "int4", 2),
     Spec(BASE, "own", "t0.8", 2048, "bf16", 9, n_samples=5),
-    Spec(BASE, "own", "greedy", 2048, "int8", 0, status="skipped", backend="vllm",
-         reason="vLLM quantizes with bitsandbytes only to 4-bit in flight"),
+    Spec(
+        BASE,
+        "own",
+        "greedy",
+        2048,
+        "int8",
+        0,
+        status="skipped",
+        backend="vllm",
+        reason="vLLM quantizes with bitsandbytes only to 4-bit in flight",
+    ),
     Spec(INST, "own", "greedy", 2048, "bf16", 27),
     Spec(INST, "instruct", "greedy", 2048, "bf16", 15),
     Spec(INST, "own", "greedy", 512, "bf16", 20, truncated=4, hit_limit=7),
     Spec(INST, "own", "greedy", 2048, "fp16", 26),
     Spec(INST, "own", "greedy", 2048, "int4", 24),
     Spec(INST, "own", "t0.8", 2048, "bf16", 101, n_samples=5),
-    Spec(INST, "own", "greedy", 2048, "fp32", 0, status="failed",
-         reason="CUDA out of memory. Tried to allocate 2.00 GiB"),
-)  # fmt: skip
+    Spec(
+        INST,
+        "own",
+        "greedy",
+        2048,
+        "fp32",
+        0,
+        status="failed",
+        reason="CUDA out of memory. Tried to allocate 2.00 GiB",
+    ),
+)
 
 
 def spec_key(spec: Spec) -> str:
@@ -98,28 +127,54 @@ def _settings_row(spec: Spec, key: str, n_problems: int = N_PROBLEMS) -> dict[st
     sampled = spec.decoding != "greedy"
     template = model.get("own", "yi") if spec.template == "own" else spec.template
     row = {
-        "setting_key": key, "engine_key": "engine-" + key[:8], "status": spec.status,
-        "status_reason": spec.reason, "attempts": 1, "run_id": RUN_ID, "updated_at": NOW,
-        "model_name": spec.model, "model_repo_id": model.get("model_repo_id", spec.model),
-        "model_revision": model.get("model_revision", "r0"), "model_family": "deepseekcoder",
+        "setting_key": key,
+        "engine_key": "engine-" + key[:8],
+        "status": spec.status,
+        "status_reason": spec.reason,
+        "attempts": 1,
+        "run_id": RUN_ID,
+        "updated_at": NOW,
+        "model_name": spec.model,
+        "model_repo_id": model.get("model_repo_id", spec.model),
+        "model_revision": model.get("model_revision", "r0"),
+        "model_family": "deepseekcoder",
         "model_size_b": model.get("model_size_b", 1.3),
         "model_tuning": model.get("model_tuning", "instruct"),
-        "backend": spec.backend, "dtype": dtype, "quant": quant, "bnb_4bit_quant_type": "fp4",
-        "precision": spec.precision, "benchmark": "humanevalfix", "variant": spec.variant,
-        "data_sha256": "d" * 64, "limit": None, "template": template, "decoding": spec.decoding,
-        "do_sample": sampled, "temperature": 0.8 if sampled else 0.0,
-        "top_p": 0.95 if sampled else 1.0, "top_k": 0, "max_length": spec.max_length,
-        "length_semantics": "total", "n_samples": spec.n_samples, "samples_per_call": 1,
-        "seed": 0, "seed_policy": "harness", "setting_json": "{}",
-    }  # fmt: skip
+        "backend": spec.backend,
+        "dtype": dtype,
+        "quant": quant,
+        "bnb_4bit_quant_type": "fp4",
+        "precision": spec.precision,
+        "benchmark": "humanevalfix",
+        "variant": spec.variant,
+        "data_sha256": "d" * 64,
+        "limit": None,
+        "template": template,
+        "decoding": spec.decoding,
+        "do_sample": sampled,
+        "temperature": 0.8 if sampled else 0.0,
+        "top_p": 0.95 if sampled else 1.0,
+        "top_k": 0,
+        "max_length": spec.max_length,
+        "length_semantics": "total",
+        "n_samples": spec.n_samples,
+        "samples_per_call": 1,
+        "seed": 0,
+        "seed_policy": "harness",
+        "setting_json": "{}",
+    }
     if spec.status == "failed":
         row["error_type"] = "OutOfMemoryError"
     if spec.status == "complete":
         row.update(
-            hostname="gpu-node-1", node_id="node-1", device="cuda:0 NVIDIA H100 80GB HBM3",
-            backend_version="transformers 5.16.1", effective_dtype=dtype,
-            tokenizer_sha256="t" * 64, library_versions_json=LIBRARIES,
-        )  # fmt: skip
+            hostname="gpu-node-1",
+            node_id="node-1",
+            device="cuda:0 NVIDIA H100 80GB HBM3",
+            backend_version="transformers 5.16.1",
+            effective_dtype=dtype,
+            tokenizer_sha256="t" * 64,
+            library_versions_json=LIBRARIES,
+        )
     return row
 
 
@@ -137,21 +192,38 @@ def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> No
     for i in range(n_problems):
         for j in range(n_samples):
             flat = i * n_samples + j
-            gens.append({
-                "setting_key": key, "task_id": f"Python/{i}", "sample_index": j,
-                "prompt": "p", "continuation": "c", "program": f"def f_{i}_{j}():\n    pass\n",
-                "n_prompt_tokens": 100, "n_output_tokens": 20,
-                "prompt_truncated": flat < spec.truncated,
-                "hit_length_limit": flat < spec.hit_limit,
-                "output_token_ids": [], "decode_mismatch": False, "seed": None,
-            })  # fmt: skip
+            gens.append(
+                {
+                    "setting_key": key,
+                    "task_id": f"Python/{i}",
+                    "sample_index": j,
+                    "prompt": "p",
+                    "continuation": "c",
+                    "program": f"def f_{i}_{j}():\n    pass\n",
+                    "n_prompt_tokens": 100,
+                    "n_output_tokens": 20,
+                    "prompt_truncated": flat < spec.truncated,
+                    "hit_length_limit": flat < spec.hit_limit,
+                    "output_token_ids": [],
+                    "decode_mismatch": False,
+                    "seed": None,
+                }
+            )
             ok = bool(passed[i, j])
-            execs.append({
-                "setting_key": key, "task_id": f"Python/{i}", "sample_index": j,
-                "outcome": "passed" if ok else "failed", "passed": ok, "score": float(ok),
-                "error_type": None if ok else "AssertionError", "error_message": None,
-                "duration_s": 0.1, "details": None,
-            })  # fmt: skip
+            execs.append(
+                {
+                    "setting_key": key,
+                    "task_id": f"Python/{i}",
+                    "sample_index": j,
+                    "outcome": "passed" if ok else "failed",
+                    "passed": ok,
+                    "score": float(ok),
+                    "error_type": None if ok else "AssertionError",
+                    "error_message": None,
+                    "duration_s": 0.1,
+                    "details": None,
+                }
+            )
     store.write_rows("generations", key, gens)
     store.write_rows("executions", key, execs)
     store.write_rows("scores", key, [_score_row(spec, key, passed)])
@@ -160,27 +232,64 @@ def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> No
 def _score_row(spec: Spec, key: str, passed: np.ndarray) -> dict[str, Any]:
     setting = _settings_row(spec, key, passed.shape[0])
     pass1 = float(passed.mean(axis=1).mean())
-    copied = ("model_name", "model_family", "model_size_b", "model_tuning", "backend", "dtype",
-              "quant", "precision", "variant", "template", "decoding", "temperature",
-              "max_length", "length_semantics", "seed")  # fmt: skip
+    copied = (
+        "model_name",
+        "model_family",
+        "model_size_b",
+        "model_tuning",
+        "backend",
+        "dtype",
+        "quant",
+        "precision",
+        "variant",
+        "template",
+        "decoding",
+        "temperature",
+        "max_length",
+        "length_semantics",
+        "seed",
+    )
     return {
-        "setting_key": key, "benchmark": "humanevalfix", "metric": "pass@1", "value": pass1,
-        "n_problems": passed.shape[0], "n_samples": spec.n_samples,
-        "n_passed": int(passed.sum()), "pass_at_1": pass1,
-        "n_prompt_truncated": spec.truncated, "n_hit_length_limit": spec.hit_limit,
-        "n_decode_mismatch": 0, "n_timeout": 0, "n_unscorable": 0,
+        "setting_key": key,
+        "benchmark": "humanevalfix",
+        "metric": "pass@1",
+        "value": pass1,
+        "n_problems": passed.shape[0],
+        "n_samples": spec.n_samples,
+        "n_passed": int(passed.sum()),
+        "pass_at_1": pass1,
+        "n_prompt_truncated": spec.truncated,
+        "n_hit_length_limit": spec.hit_limit,
+        "n_decode_mismatch": 0,
+        "n_timeout": 0,
+        "n_unscorable": 0,
         **{c: setting[c] for c in copied},
-    }  # fmt: skip
+    }
 
 
 def _write_run(store: Store, keys: list[str]) -> None:
-    store.write_rows("runs", RUN_ID, [{
-        "run_id": RUN_ID, "started_at": NOW, "finished_at": NOW, "command": "run",
-        "overrides_json": "[]", "setting_keys": keys, "n_generated": len(keys),
-        "n_executed": len(keys), "git_revision": "0" * 40, "hostname": "driver-1",
-        "library_versions_json": LIBRARIES, "data_sources_json": "{}",
-        "cluster_address": "local", "status": "finished",
-    }])  # fmt: skip
+    store.write_rows(
+        "runs",
+        RUN_ID,
+        [
+            {
+                "run_id": RUN_ID,
+                "started_at": NOW,
+                "finished_at": NOW,
+                "command": "run",
+                "overrides_json": "[]",
+                "setting_keys": keys,
+                "n_generated": len(keys),
+                "n_executed": len(keys),
+                "git_revision": "0" * 40,
+                "hostname": "driver-1",
+                "library_versions_json": LIBRARIES,
+                "data_sources_json": "{}",
+                "cluster_address": "local",
+                "status": "finished",
+            }
+        ],
+    )
 
 
 def write_synthetic_store(root: str) -> dict[str, Spec]:

@@ -25,7 +25,7 @@ _MESSAGE_CHARS = 4000
 
 
 def python_identity() -> str:
-    """"CPython 3.11.7": the interpreter the sandbox runs programs in (this process's)."""
+    """ "CPython 3.11.7": the interpreter the sandbox runs programs in (this process's)."""
     return f"{platform.python_implementation()} {platform.python_version()}"
 
 

@@ -87,11 +87,15 @@ class SessionProgress:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {
-                "phase": self.phase.value, "setting_key": self.setting_key,
-                "chunk_samples": self.chunk_samples, "chunk_done": self.chunk_done,
-                "chunk_tokens": self.chunk_tokens, "tokens": self.tokens,
-                "samples": self.samples, "at": time.time(),
-            }  # fmt: skip
+                "phase": self.phase.value,
+                "setting_key": self.setting_key,
+                "chunk_samples": self.chunk_samples,
+                "chunk_done": self.chunk_done,
+                "chunk_tokens": self.chunk_tokens,
+                "tokens": self.tokens,
+                "samples": self.samples,
+                "at": time.time(),
+            }
 
 
 class EngineSession:
@@ -115,9 +119,13 @@ class EngineSession:
         self.progress.update(phase=Phase.IDLE)
         logger.info(
             "engine %s/%s/%s/%s loaded in %.1fs on %s",
-            engine.model.name, engine.backend, engine.dtype, engine.quant, self.load_s,
+            engine.model.name,
+            engine.backend,
+            engine.dtype,
+            engine.quant,
+            self.load_s,
             self.info.device,
-        )  # fmt: skip
+        )
 
     def _chat(self, setting: SettingSpec):
         return self.backend.render_chat if setting.template == "chat" else None
@@ -149,8 +157,10 @@ class EngineSession:
             bench = self.benchmarks[setting.benchmark.name]
             ids = setting.benchmark.select(bench.problem_ids())
             chunks.append(ChunkRequest(key, setting, 0, ids))
-        return [replace(r, chunk=None) if isinstance(r, SettingGenerations) else r
-                for r in self.run(chunks)]  # fmt: skip
+        return [
+            replace(r, chunk=None) if isinstance(r, SettingGenerations) else r
+            for r in self.run(chunks)
+        ]
 
     def _run_one(self, chunk: ChunkRequest) -> SettingGenerations | SettingFailure:
         started, wall_start = time.perf_counter(), time.time()
@@ -158,8 +168,13 @@ class EngineSession:
         try:
             requests = self._requests(chunk)
             total = sum(r.n_samples for r in requests)
-            self.progress.update(phase=Phase.GENERATING, setting_key=key, chunk_samples=total,
-                                 chunk_done=0, chunk_tokens=0)  # fmt: skip
+            self.progress.update(
+                phase=Phase.GENERATING,
+                setting_key=key,
+                chunk_samples=total,
+                chunk_done=0,
+                chunk_tokens=0,
+            )
             stream = draws_from_global_stream(setting)
             if stream and chunk.stream_state is not None:
                 self.backend.restore_stream(chunk.stream_state)
@@ -169,17 +184,24 @@ class EngineSession:
             samples = bench.samples(setting, requests, generations, self.backend.eos_token)
             state = self.backend.stream_state() if stream else None
         except Exception as e:  # noqa: BLE001 - one failing chunk must not stop its unit
-            logger.warning("setting %s chunk %d failed: %s: %s", key[:12], chunk.chunk,
-                           type(e).__name__, e)  # fmt: skip
+            logger.warning(
+                "setting %s chunk %d failed: %s: %s", key[:12], chunk.chunk, type(e).__name__, e
+            )
             return SettingFailure(key, type(e).__name__, str(e)[:2000])
         finally:
             self.progress.update(phase=Phase.IDLE)
         return SettingGenerations(
-            setting_key=key, samples=samples, engine_info=self.info, worker=self.worker,
-            generation_s=time.perf_counter() - started, engine_load_s=self.load_s,
-            started_at=wall_start, finished_at=time.time(), chunk=chunk.chunk,
+            setting_key=key,
+            samples=samples,
+            engine_info=self.info,
+            worker=self.worker,
+            generation_s=time.perf_counter() - started,
+            engine_load_s=self.load_s,
+            started_at=wall_start,
+            finished_at=time.time(),
+            chunk=chunk.chunk,
             stream_state=state,
-        )  # fmt: skip
+        )
 
     def _generate(self, requests: Sequence[GenRequest], seed: int | None) -> list[Generation]:
         """One request at a time (the harness's way for a one-prompt-per-call backend), so the
@@ -206,8 +228,13 @@ class EngineSession:
                 results[i] = SettingFailure(chunk.setting_key, type(e).__name__, str(e)[:2000])
         flat = [r for *_, reqs in prepared for r in reqs]
         total = sum(r.n_samples for r in flat)
-        self.progress.update(phase=Phase.GENERATING, setting_key=None, chunk_samples=total,
-                             chunk_done=0, chunk_tokens=0)  # fmt: skip
+        self.progress.update(
+            phase=Phase.GENERATING,
+            setting_key=None,
+            chunk_samples=total,
+            chunk_done=0,
+            chunk_tokens=0,
+        )
         try:
             generations = self.backend.generate(flat) if flat else []
         except Exception as e:  # noqa: BLE001 - the whole batch failed: every chunk in it
@@ -230,9 +257,16 @@ class EngineSession:
                 continue
             share = elapsed * n / max(1, len(generations))
             results[i] = SettingGenerations(
-                chunk.setting_key, samples, self.info, self.worker, share, self.load_s,
-                wall_start, time.time(), chunk=chunk.chunk,
-            )  # fmt: skip
+                chunk.setting_key,
+                samples,
+                self.info,
+                self.worker,
+                share,
+                self.load_s,
+                wall_start,
+                time.time(),
+                chunk=chunk.chunk,
+            )
         return [results[i] for i in range(len(chunks))]
 
     def close(self) -> None:

@@ -36,8 +36,10 @@ def match_key(setting_json: str) -> str:
 
 
 def _backend_rank(backend: str) -> tuple[int, str]:
-    return (BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER),
-            backend)  # fmt: skip
+    return (
+        BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER),
+        backend,
+    )
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,15 @@ def agreement(
     """Agreement of two settings over the samples both have (programs and outcomes)."""
     common = sorted(set(programs_a) & set(programs_b) & set(passed_a) & set(passed_b))
     if not common:
-        return {"n_samples": 0, "identical_programs": None, "same_outcome": None,
-                "pass_at_1_a": None, "pass_at_1_b": None, "pass_at_1_diff": None,
-                "differing_tasks": []}  # fmt: skip
+        return {
+            "n_samples": 0,
+            "identical_programs": None,
+            "same_outcome": None,
+            "pass_at_1_a": None,
+            "pass_at_1_b": None,
+            "pass_at_1_diff": None,
+            "differing_tasks": [],
+        }
     same_program = [k for k in common if programs_a[k] == programs_b[k]]
     same_outcome = [k for k in common if bool(passed_a[k]) == bool(passed_b[k])]
     pa = pass_at_1({k: passed_a[k] for k in common})
@@ -109,8 +117,9 @@ def agreement(
     }
 
 
-def flips(stored: Mapping[SampleKey, Mapping[str, Any]],
-          fresh: Mapping[SampleKey, Mapping[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def flips(
+    stored: Mapping[SampleKey, Mapping[str, Any]], fresh: Mapping[SampleKey, Mapping[str, Any]]
+) -> dict[str, Any]:
     """How many re-generated samples differ from the stored ones: program (the flip rate),
     raw continuation, output token ids."""
     common = sorted(set(stored) & set(fresh))

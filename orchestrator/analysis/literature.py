@@ -171,8 +171,9 @@ class Obtainability:
         if self.obtainable:
             parts = []
             for k in self.ks:
-                rules = [r for r, ks in (("round", self.ks_round), ("floor", self.ks_floor))
-                         if k in ks]  # fmt: skip
+                rules = [
+                    r for r, ks in (("round", self.ks_round), ("floor", self.ks_floor)) if k in ks
+                ]
                 parts.append(f"{k}/{n} ({', '.join(rules)}{samples})")
             return "; ".join(parts)
         near = [f"{k}/{n} = {100 * k / n:.2f}" for k in (self.below, self.above) if k is not None]

@@ -34,16 +34,21 @@ def register(sub) -> None:
     )
     add_store(p)
     p.add_argument(
-        "--setting", action="append", required=True, metavar="KEY",
+        "--setting",
+        action="append",
+        required=True,
+        metavar="KEY",
         help="a setting key or a unique prefix of one; repeat for several settings",
-    )  # fmt: skip
+    )
     p.add_argument("-n", type=int, default=20, metavar="N", help="first N problems (default 20)")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE",
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
         help="the overrides of the run that produced the settings (default: read from the "
         "store's runs table)",
-    )  # fmt: skip
+    )
 
 
 def cmd_compare_backends(args) -> int:
@@ -59,7 +64,9 @@ def cmd_repeat_check(args) -> int:
     from orchestrator.tools.repeat_check import render_repeat_check, repeat_check
     from storage.store import Store
 
-    data = repeat_check(Store(existing_store(args.store)), args.setting, args.n, overrides=args.overrides or None)
+    data = repeat_check(
+        Store(existing_store(args.store)), args.setting, args.n, overrides=args.overrides or None
+    )
     _out(json.dumps(data, indent=2) if args.json else render_repeat_check(data))
     return 0
 

@@ -29,19 +29,38 @@ def register(sub) -> None:
         "records' generation and source details.",
     )
     add_store(p)
-    p.add_argument("--format", required=True, choices=[f.value for f in ExportFormat],
-                   help="eee: Every Eval Ever (EvalEval Coalition), schema 0.3.0")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=[f.value for f in ExportFormat],
+        help="eee: Every Eval Ever (EvalEval Coalition), schema 0.3.0",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write the records to")
-    p.add_argument("--literature", default=None, metavar="CSV",
-                   help="literature CSV (default: the shipped HumanEvalFix-Python values)")
-    p.add_argument("--mapping", default=None, metavar="YAML",
-                   help="literature-name -> model-name mapping (default: the shipped one)")
+    p.add_argument(
+        "--literature",
+        default=None,
+        metavar="CSV",
+        help="literature CSV (default: the shipped HumanEvalFix-Python values)",
+    )
+    p.add_argument(
+        "--mapping",
+        default=None,
+        metavar="YAML",
+        help="literature-name -> model-name mapping (default: the shipped one)",
+    )
     p.add_argument("--no-literature", action="store_true", help="export the store's scores only")
-    p.add_argument("--organization", default="reprogrid", metavar="NAME",
-                   help="who provides the records (source_organization_name; default reprogrid)")
-    p.add_argument("--evaluator-relationship", default="third_party",
-                   choices=[r.value for r in EvaluatorRelationship],
-                   help="who ran the evaluation, against the model (default third_party)")
+    p.add_argument(
+        "--organization",
+        default="reprogrid",
+        metavar="NAME",
+        help="who provides the records (source_organization_name; default reprogrid)",
+    )
+    p.add_argument(
+        "--evaluator-relationship",
+        default="third_party",
+        choices=[r.value for r in EvaluatorRelationship],
+        help="who ran the evaluation, against the model (default third_party)",
+    )
 
 
 def repo_id_from_config(model_name: str) -> str | None:
@@ -67,15 +86,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     parse_format(args.format)
     existing_store(args.store)
-    options = EeeOptions(organization=args.organization,
-                         relationship=EvaluatorRelationship(args.evaluator_relationship))
+    options = EeeOptions(
+        organization=args.organization,
+        relationship=EvaluatorRelationship(args.evaluator_relationship),
+    )
     literature = None
     if not args.no_literature:
         rows = load_literature(args.literature) if args.literature else load_default_literature()
         literature = LiteratureSource(rows, load_mapping(args.mapping), repo_id_from_config)
     summary = export_eee(Store(args.store), args.out, options, literature, int(time.time()))
-    _out(f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores, "
-         f"{len(summary.literature)} literature record(s) in {summary.out}/literature")
+    _out(
+        f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores, "
+        f"{len(summary.literature)} literature record(s) in {summary.out}/literature"
+    )
     return 0
 
 

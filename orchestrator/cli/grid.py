@@ -17,9 +17,12 @@ def register(sub) -> None:
     _add_overrides(p)
     p.add_argument("--retry-failed", action="store_true", help="also re-run failed settings")
     p.add_argument(
-        "--wait-lock", type=float, default=0.0, metavar="SECONDS",
+        "--wait-lock",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
         help="wait this long for another run on the same store to finish (default: exit)",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     p = sub.add_parser("plan", help="dry run: what is done, what will run, what is skipped")
@@ -52,12 +55,23 @@ def cmd_run(args) -> int:
     )
     table = score_table(config.store, [c.key for c in prepared.cells])
     if args.json:
-        _out(json.dumps({
-            "run_id": outcome.run_id, "store": config.store, "generated": outcome.generated,
-            "executed": outcome.executed, "failed": outcome.failed,
-            "engine_loads": outcome.engine_loads, "grid": dataclasses.asdict(outcome.grid),
-            "grid_complete": outcome.grid.done, "settings": table,
-        }, indent=2, default=str))  # fmt: skip
+        _out(
+            json.dumps(
+                {
+                    "run_id": outcome.run_id,
+                    "store": config.store,
+                    "generated": outcome.generated,
+                    "executed": outcome.executed,
+                    "failed": outcome.failed,
+                    "engine_loads": outcome.engine_loads,
+                    "grid": dataclasses.asdict(outcome.grid),
+                    "grid_complete": outcome.grid.done,
+                    "settings": table,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     else:
         from orchestrator.report.scores import render_score_table
 

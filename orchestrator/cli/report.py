@@ -40,25 +40,35 @@ def _register_report(sub) -> None:
     )
     p.add_argument("--out", default=None, help=out_help)
     p.add_argument(
-        "--format", default=",".join(FORMATS), metavar="FORMATS",
+        "--format",
+        default=",".join(FORMATS),
+        metavar="FORMATS",
         help=f"comma list of {', '.join(FORMATS)} (default: all)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--literature", default=None, metavar="CSV",
+        "--literature",
+        default=None,
+        metavar="CSV",
         help="literature CSV with the shipped file's columns (default: the shipped "
         "HumanEvalFix-Python values)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--mapping", default=None, metavar="YAML",
+        "--mapping",
+        default=None,
+        metavar="YAML",
         help="literature-name -> model-name mapping (default: the shipped "
         "storage/data/humanevalfix-mapping.yaml)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--baseline", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
         help="change the effects baseline (default template=own decoding=greedy max_length=2048 "
         "precision=bf16); axes: template, decoding, max_length, precision, backend; "
         "KEY=* frees one",
-    )  # fmt: skip
+    )
     p.add_argument(
         "--resamples", type=int, default=None, help="bootstrap resamples (default 10000)"
     )
@@ -78,11 +88,17 @@ def _register_verify(sub) -> None:
     add_store(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
-        "--fix", action="store_true",
+        "--fix",
+        action="store_true",
         help="quarantine what is damaged (takes the store's writer lock)",
-    )  # fmt: skip
-    p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
-                   help="with --fix: wait this long for another writer")  # fmt: skip
+    )
+    p.add_argument(
+        "--wait-lock",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --fix: wait this long for another writer",
+    )
 
 
 def _register_export(sub) -> None:
@@ -94,14 +110,17 @@ def _register_export(sub) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--setting", metavar="KEY", help="setting key (or a unique prefix)")
     which.add_argument(
-        "--all", action="store_true",
+        "--all",
+        action="store_true",
         help="every setting whose generations are all stored: one file per setting, "
         "<out>/<setting key>.json",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--out", required=True, metavar="PATH",
+        "--out",
+        required=True,
+        metavar="PATH",
         help="the JSON file to write (with --all: the folder)",
-    )  # fmt: skip
+    )
 
 
 def _register_import(sub) -> None:
@@ -110,19 +129,30 @@ def _register_import(sub) -> None:
         help="score a BigCode harness generations.json and store it as a setting (backend replay)",
     )
     p.add_argument(
-        "inputs", nargs="+", metavar="FILE [KEY=VALUE ...]",
+        "inputs",
+        nargs="+",
+        metavar="FILE [KEY=VALUE ...]",
         help="the harness's generations JSON, then optional Hydra overrides (put overrides "
         "right after FILE, or after --setting)",
-    )  # fmt: skip
+    )
     p.add_argument("--model", required=True, help="model config name (sweeps/model/<name>.yaml)")
     p.add_argument(
-        "--setting", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+        "--setting",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
         help="the setting the file was generated with, as overrides (template=instruct "
         "decoding=t0.2 max_length=512 precision=bf16 ...)",
-    )  # fmt: skip
+    )
     add_store(p, default=None)
-    p.add_argument("--wait-lock", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for another writer of the store")  # fmt: skip
+    p.add_argument(
+        "--wait-lock",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another writer of the store",
+    )
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
 
@@ -199,21 +229,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def render_verify(data: dict) -> str:
-    lines = [f"store {data['store']}: " + ("ok" if data["ok"] else
-             f"{len(data['problems'])} problem(s)")]  # fmt: skip
+    lines = [
+        f"store {data['store']}: " + ("ok" if data["ok"] else f"{len(data['problems'])} problem(s)")
+    ]
     for table, summary in data["tables"].items():
         trusted = ", ".join(f"{n} {how}" for how, n in summary["trusted"].items() if n)
-        lines.append(f"  {table}: {summary['files']} file(s), {summary['bytes']} bytes"
-                     + (f" ({trusted})" if trusted else ""))  # fmt: skip
+        lines.append(
+            f"  {table}: {summary['files']} file(s), {summary['bytes']} bytes"
+            + (f" ({trusted})" if trusted else "")
+        )
     for problem in data["problems"]:
         where = problem.get("file") or problem.get("setting_key") or ""
-        lines.append(f"PROBLEM {problem['kind']} {problem.get('table') or ''} {where}: "
-                     f"{problem.get('detail') or ''}".rstrip())  # fmt: skip
+        lines.append(
+            f"PROBLEM {problem['kind']} {problem.get('table') or ''} {where}: "
+            f"{problem.get('detail') or ''}".rstrip()
+        )
     for q in data["quarantined"]:
         lines.append(f"quarantined {q['table']}/{q['file']} -> {q['moved_to']}")
     if data["settings_to_redo"]:
-        lines.append(f"the next run redoes {len(data['settings_to_redo'])} setting(s): "
-                     + ", ".join(k[:12] for k in data["settings_to_redo"]))  # fmt: skip
+        lines.append(
+            f"the next run redoes {len(data['settings_to_redo'])} setting(s): "
+            + ", ".join(k[:12] for k in data["settings_to_redo"])
+        )
     lines += [f"note: {n}" for n in data["notes"]]
     return "\n".join(lines)
 

@@ -13,15 +13,17 @@ def register(sub) -> None:
     """Add the tool commands to the subparsers."""
     p = sub.add_parser("prompts", help="render the exact prompts a setting sends")
     p.add_argument(
-        "--variant", default=None,
+        "--variant",
+        default=None,
         help="the benchmark's variant (default: its configured one; humanevalfix: tests | docs)",
-    )  # fmt: skip
+    )
     p.add_argument("--template", required=True, help="a harness template, own or chat")
     p.add_argument(
-        "--model", default=None,
+        "--model",
+        default=None,
         help="model config name, local folder or HF id: adds n_prompt_tokens (its tokenizer); "
         "needed for template own and chat",
-    )  # fmt: skip
+    )
     p.add_argument("--format", default="jsonl", choices=["jsonl", "text"])
     p.add_argument("--limit", type=int, default=None, help="first N problems only")
     _add_overrides(p)

@@ -36,8 +36,10 @@ def _passed(store: Store, keys: Sequence[str]) -> dict[str, dict[SampleKey, bool
 
 
 def setting_label(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: row.get(k) for k in ("model_name", "precision", "template", "decoding",
-                                    "max_length", "n_samples")}  # fmt: skip
+    return {
+        k: row.get(k)
+        for k in ("model_name", "precision", "template", "decoding", "max_length", "n_samples")
+    }
 
 
 def compare_backends(store: Store) -> dict[str, Any]:
@@ -52,10 +54,22 @@ def compare_backends(store: Store) -> dict[str, Any]:
         programs_a = {k: r["program"] for k, r in samples[ka].items()}
         programs_b = {k: r["program"] for k, r in samples[kb].items()}
         stats = agreement(programs_a, passed[ka], programs_b, passed[kb])
-        out.append({**setting_label(p.a), "backend_a": p.a["backend"], "backend_b": p.b["backend"],
-                    "setting_key_a": ka, "setting_key_b": kb, **stats})  # fmt: skip
-    return {"n_complete_settings": len(rows), "n_pairs": len(out), "n_unpaired": unpaired,
-            "pairs": out}  # fmt: skip
+        out.append(
+            {
+                **setting_label(p.a),
+                "backend_a": p.a["backend"],
+                "backend_b": p.b["backend"],
+                "setting_key_a": ka,
+                "setting_key_b": kb,
+                **stats,
+            }
+        )
+    return {
+        "n_complete_settings": len(rows),
+        "n_pairs": len(out),
+        "n_unpaired": unpaired,
+        "pairs": out,
+    }
 
 
 def render_comparison(data: Mapping[str, Any]) -> str:
@@ -68,24 +82,49 @@ def render_comparison(data: Mapping[str, Any]) -> str:
     ]
     if not data["pairs"]:
         return "\n".join(lines)
-    head = ("model", "precision", "template", "decoding", "max_len", "a/b", "samples",
-            "same program %", "same outcome %", "pass@1 a", "pass@1 b", "diff (pp)")  # fmt: skip
+    head = (
+        "model",
+        "precision",
+        "template",
+        "decoding",
+        "max_len",
+        "a/b",
+        "samples",
+        "same program %",
+        "same outcome %",
+        "pass@1 a",
+        "pass@1 b",
+        "diff (pp)",
+    )
     body = []
     for p in data["pairs"]:
         diff = p["pass_at_1_diff"]
-        body.append((str(p["model_name"]), str(p["precision"]), str(p["template"]),
-                     str(p["decoding"]), str(p["max_length"]), f"{p['backend_a']}/{p['backend_b']}",
-                     str(p["n_samples"]), pct(p["identical_programs"]), pct(p["same_outcome"]),
-                     pct(p["pass_at_1_a"]), pct(p["pass_at_1_b"]),
-                     "-" if diff is None else f"{100 * diff:+.1f}"))  # fmt: skip
+        body.append(
+            (
+                str(p["model_name"]),
+                str(p["precision"]),
+                str(p["template"]),
+                str(p["decoding"]),
+                str(p["max_length"]),
+                f"{p['backend_a']}/{p['backend_b']}",
+                str(p["n_samples"]),
+                pct(p["identical_programs"]),
+                pct(p["same_outcome"]),
+                pct(p["pass_at_1_a"]),
+                pct(p["pass_at_1_b"]),
+                "-" if diff is None else f"{100 * diff:+.1f}",
+            )
+        )
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
     lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
     for p in data["pairs"]:
         if p["differing_tasks"]:
-            lines.append(f"{p['setting_key_a'][:12]} vs {p['setting_key_b'][:12]}: programs "
-                         f"differ on {', '.join(p['differing_tasks'])}")  # fmt: skip
+            lines.append(
+                f"{p['setting_key_a'][:12]} vs {p['setting_key_b'][:12]}: programs "
+                f"differ on {', '.join(p['differing_tasks'])}"
+            )
     return "\n".join(lines)
 
 

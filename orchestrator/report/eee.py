@@ -35,22 +35,59 @@ _HF_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 # Columns that travel as strings in the schema's `additional_details` (what makes the setting:
 # generation_config; the counts behind a score: score_details).
 SETTING_DETAILS = (
-    "setting_key", "engine_key", "setting_json", "template", "template_kind", "model_own_template",
-    "decoding", "do_sample", "max_length", "length_semantics", "n_samples", "samples_per_call",
-    "seed", "seed_policy", "backend", "dtype", "quant", "bnb_4bit_quant_type", "precision",
-    "effective_dtype", "engine_options_json",
+    "setting_key",
+    "engine_key",
+    "setting_json",
+    "template",
+    "template_kind",
+    "model_own_template",
+    "decoding",
+    "do_sample",
+    "max_length",
+    "length_semantics",
+    "n_samples",
+    "samples_per_call",
+    "seed",
+    "seed_policy",
+    "backend",
+    "dtype",
+    "quant",
+    "bnb_4bit_quant_type",
+    "precision",
+    "effective_dtype",
+    "engine_options_json",
 )
 SCORE_DETAILS = (
-    "n_problems", "n_samples", "n_passed", "n_prompt_truncated", "n_hit_length_limit",
-    "n_decode_mismatch", "n_timeout", "n_unscorable", "details",
+    "n_problems",
+    "n_samples",
+    "n_passed",
+    "n_prompt_truncated",
+    "n_hit_length_limit",
+    "n_decode_mismatch",
+    "n_timeout",
+    "n_unscorable",
+    "details",
 )
 MODEL_DETAILS = (
-    "model_repo_id", "model_revision", "model_family", "model_size_b", "model_tuning",
-    "tokenizer_sha256", "chat_template_sha256",
+    "model_repo_id",
+    "model_revision",
+    "model_family",
+    "model_size_b",
+    "model_tuning",
+    "tokenizer_sha256",
+    "chat_template_sha256",
 )
 PROVENANCE = (
-    "setting_key", "run_id", "status", "attempts", "hostname", "node_id", "device",
-    "library_versions_json", "generation_s", "engine_load_s",
+    "setting_key",
+    "run_id",
+    "status",
+    "attempts",
+    "hostname",
+    "node_id",
+    "device",
+    "library_versions_json",
+    "generation_s",
+    "engine_load_s",
 )
 RUN_PROVENANCE = ("git_revision", "cluster_address", "data_sources_json")
 
@@ -133,8 +170,12 @@ def source_data(benchmark: str, n_problems: Any, details: Mapping[str, Any]) -> 
     source: dict[str, Any] = {"dataset_name": benchmark, "source_type": "other"}
     if benchmark in HF_SOURCES:
         name, repo, split = HF_SOURCES[benchmark]
-        source = {"dataset_name": name, "source_type": "hf_dataset", "hf_repo": repo,
-                  "hf_split": split}
+        source = {
+            "dataset_name": name,
+            "source_type": "hf_dataset",
+            "hf_repo": repo,
+            "hf_split": split,
+        }
     if present(n_problems):
         source["samples_number"] = int(n_problems)
     return {**source, "additional_details": strings({"benchmark": benchmark, **details})}
@@ -260,13 +301,16 @@ def _provenance(setting: Mapping[str, Any], run: Mapping[str, Any] | None) -> di
 
 def _model_info(setting: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     name = str(setting.get("model_name"))
-    model_id, developer = model_identity(setting.get("model_repo_id"), name,
-                                         setting.get("model_family"))
+    model_id, developer = model_identity(
+        setting.get("model_repo_id"), name, setting.get("model_family")
+    )
     backend = str(setting.get("backend"))
     engine = {"name": ENGINE_NAMES.get(backend, backend), "version": setting.get("backend_version")}
     details = {"deployment_type": "self_deployed", "model_availability": "open_weights"}
     info: dict[str, Any] = {
-        "name": name, "id": model_id, "inference_platform": "local",
+        "name": name,
+        "id": model_id,
+        "inference_platform": "local",
         "inference_engine": strings(engine),
         "additional_details": details | strings({n: setting.get(n) for n in MODEL_DETAILS}),
     }

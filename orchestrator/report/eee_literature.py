@@ -56,57 +56,90 @@ def _result(row: LiteratureRow, mapping: LiteratureMapping) -> dict[str, Any]:
         "metric_config": metric_config(METRIC, mapping.benchmark),
         "score_details": {
             "score": float(Decimal(row.score_text) / 100),
-            "details": strings({"score_pct_as_printed": row.score_text,
-                                "decimals": row.decimals, "n_samples": row.n_samples}),
+            "details": strings(
+                {
+                    "score_pct_as_printed": row.score_text,
+                    "decimals": row.decimals,
+                    "n_samples": row.n_samples,
+                }
+            ),
             "uncertainty": {"num_samples": mapping.n_problems},
         },
         # What the paper says about its setting is free text: the schema's arguments stay empty.
-        "generation_config": {"generation_args": {},
-                              "additional_details": strings({"setting_notes": row.setting_notes,
-                                                             "n_samples": row.n_samples})},
+        "generation_config": {
+            "generation_args": {},
+            "additional_details": strings(
+                {"setting_notes": row.setting_notes, "n_samples": row.n_samples}
+            ),
+        },
     }
 
 
-def literature_log(row: LiteratureRow, mapping: LiteratureMapping,
-                   repo_ids: Mapping[str, str], retrieved_at: int) -> EeeRecord:
+def literature_log(
+    row: LiteratureRow, mapping: LiteratureMapping, repo_ids: Mapping[str, str], retrieved_at: int
+) -> EeeRecord:
     """One reported value as an EvaluationLog (`retrieved_at`: Unix seconds of the export)."""
     configured = mapping.models.get(row.model)
-    model_id, developer = model_identity(repo_ids.get(configured or ""), row.model,
-                                         row.model_family)
+    model_id, developer = model_identity(
+        repo_ids.get(configured or ""), row.model, row.model_family
+    )
     evaluation_id = f"{mapping.benchmark}/{model_id}/literature/{_row_id(row)}"
     model: dict[str, Any] = {
-        "name": row.model, "id": model_id,
+        "name": row.model,
+        "id": model_id,
         "additional_details": {"deployment_type": "unknown", "model_availability": "unknown"}
-        | strings({"model_family": row.model_family, "model_size_b": row.size_b,
-                   "model_tuning": row.tuning, "configured_model": configured}),
+        | strings(
+            {
+                "model_family": row.model_family,
+                "model_size_b": row.size_b,
+                "model_tuning": row.tuning,
+                "configured_model": configured,
+            }
+        ),
     }
     if developer is not None:
         model["developer"] = developer
     source: dict[str, Any] = {
-        "source_name": row.source_title or row.source_id, "source_type": "documentation",
+        "source_name": row.source_title or row.source_id,
+        "source_type": "documentation",
         "source_organization_name": row.source_id,
         # The table does not say whether a paper's authors made the model they report.
         "evaluator_relationship": "other",
-        "additional_details": strings({
-            "source_id": row.source_id, "table_or_location": row.table_or_location,
-            "found_via": row.found_via, "literature_model": row.model,
-            "mapping": "mapped" if configured else "unmapped", "mapping_file": mapping.source,
-        }),
+        "additional_details": strings(
+            {
+                "source_id": row.source_id,
+                "table_or_location": row.table_or_location,
+                "found_via": row.found_via,
+                "literature_model": row.model,
+                "mapping": "mapped" if configured else "unmapped",
+                "mapping_file": mapping.source,
+            }
+        ),
     }
     if url := source_url(row.source_id):
         source["source_organization_url"] = url
     log = {
-        "schema_version": SCHEMA_VERSION, "evaluation_id": evaluation_id,
-        "retrieved_timestamp": str(retrieved_at), "source_metadata": source,
-        "eval_library": {"name": "unknown", "version": "unknown",
-                         "additional_details": {"recorded_by": "reprogrid literature table"}},
-        "model_info": model, "evaluation_results": [_result(row, mapping)],
+        "schema_version": SCHEMA_VERSION,
+        "evaluation_id": evaluation_id,
+        "retrieved_timestamp": str(retrieved_at),
+        "source_metadata": source,
+        "eval_library": {
+            "name": "unknown",
+            "version": "unknown",
+            "additional_details": {"recorded_by": "reprogrid literature table"},
+        },
+        "model_info": model,
+        "evaluation_results": [_result(row, mapping)],
     }
     return EeeRecord(record_path(mapping.benchmark, model_id, developer, evaluation_id), log)
 
 
-def literature_logs(rows: Sequence[LiteratureRow], mapping: LiteratureMapping,
-                    repo_ids: Mapping[str, str], retrieved_at: int) -> list[EeeRecord]:
+def literature_logs(
+    rows: Sequence[LiteratureRow],
+    mapping: LiteratureMapping,
+    repo_ids: Mapping[str, str],
+    retrieved_at: int,
+) -> list[EeeRecord]:
     """Every literature row as a record, in file order; `repo_ids` maps configured model names
     to their Hugging Face ids."""
     return [literature_log(row, mapping, repo_ids, retrieved_at) for row in rows]

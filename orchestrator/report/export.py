@@ -67,8 +67,10 @@ def _write(records: Sequence[EeeRecord], root: Path) -> tuple[str, ...]:
         path = root / record.path
         path.parent.mkdir(parents=True, exist_ok=True)
         # Strict JSON (no NaN): the validator refuses anything else.
-        path.write_text(json.dumps(record.log, indent=2, allow_nan=False, ensure_ascii=False)
-                        + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(record.log, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
         written.append(str(path.relative_to(root.parent)))
     return tuple(written)
 
@@ -87,8 +89,13 @@ def _repo_ids(settings: Sequence[dict], literature: LiteratureSource) -> dict[st
     return ids
 
 
-def export_eee(store: Store, out: str | Path, options: EeeOptions,
-               literature: LiteratureSource | None, retrieved_at: int) -> ExportSummary:
+def export_eee(
+    store: Store,
+    out: str | Path,
+    options: EeeOptions,
+    literature: LiteratureSource | None,
+    retrieved_at: int,
+) -> ExportSummary:
     """Write every scored setting of `store` (and, unless `literature` is None, every
     literature row) as Every Eval Ever records under `out`. `retrieved_at` (Unix seconds) stamps
     the literature records; a store record carries its setting's own time."""

@@ -30,12 +30,36 @@ logger = logging.getLogger(__name__)
 
 PRECISION_RANK = {"bf16": 0, "fp16": 1, "fp32": 2, "int8": 3, "int4": 4}
 GRID_COLUMNS = (
-    "model_name", "model_tuning", "template", "template_kind", "decoding", "max_length",
-    "precision", "backend", "variant", "n_samples", "metric", "score_pct", "ci_low_pct",
-    "ci_high_pct", "n_problems", "subset", "n_passed", "n_prompt_truncated", "n_hit_length_limit",
-    "n_decode_mismatch", "n_timeout", "benchmark", "length_semantics", "limit", "model_family",
-    "model_size_b", "benchmark_n_problems", "template_kind_from", "setting_key",
-)  # fmt: skip
+    "model_name",
+    "model_tuning",
+    "template",
+    "template_kind",
+    "decoding",
+    "max_length",
+    "precision",
+    "backend",
+    "variant",
+    "n_samples",
+    "metric",
+    "score_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "n_problems",
+    "subset",
+    "n_passed",
+    "n_prompt_truncated",
+    "n_hit_length_limit",
+    "n_decode_mismatch",
+    "n_timeout",
+    "benchmark",
+    "length_semantics",
+    "limit",
+    "model_family",
+    "model_size_b",
+    "benchmark_n_problems",
+    "template_kind_from",
+    "setting_key",
+)
 # Where a row's template kind came from: stored at run time, or (stores written before reprogrid
 # stored it) from today's model config, or by name when the model's config is gone.
 KIND_STORED, KIND_CONFIG, KIND_BY_NAME = "store", "model config", "template name"
@@ -110,18 +134,22 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
     kind, kind_from = _kind(setting, own)
     total = setting.get("benchmark_n_problems")
     row.update(
-        template_kind=kind, template_kind_from=kind_from,
+        template_kind=kind,
+        template_kind_from=kind_from,
         benchmark_n_problems=int(total) if total is not None and present(total) else None,
         subset=subset_label(score.get("n_problems"), total, setting.get("limit")),
         metric=score.get("metric"),
         score_pct=float(exact * 100) if exact is not None else None,
-        ci_low_pct=measured["ci_low_pct"], ci_high_pct=measured["ci_high_pct"],
-        n_problems=score.get("n_problems"), n_passed=score.get("n_passed"),
+        ci_low_pct=measured["ci_low_pct"],
+        ci_high_pct=measured["ci_high_pct"],
+        n_problems=score.get("n_problems"),
+        n_passed=score.get("n_passed"),
         n_prompt_truncated=score.get("n_prompt_truncated"),
         n_hit_length_limit=score.get("n_hit_length_limit"),
-        n_decode_mismatch=score.get("n_decode_mismatch"), n_timeout=score.get("n_timeout"),
+        n_decode_mismatch=score.get("n_decode_mismatch"),
+        n_timeout=score.get("n_timeout"),
         exact=exact,
-    )  # fmt: skip
+    )
     return row
 
 
@@ -178,12 +206,17 @@ def setting_scores(grid: pd.DataFrame, mapping: LiteratureMapping) -> list[Setti
         total = row["benchmark_n_problems"]
         out.append(
             SettingScore(
-                key=row["setting_key"], model_name=row["model_name"],
-                model_family=row["model_family"] or "", model_size_b=row["model_size_b"],
-                tuning=row["model_tuning"], label=setting_label(row), score=row["exact"],
+                key=row["setting_key"],
+                model_name=row["model_name"],
+                model_family=row["model_family"] or "",
+                model_size_b=row["model_size_b"],
+                tuning=row["model_tuning"],
+                label=setting_label(row),
+                score=row["exact"],
                 n_problems=int(row["n_problems"] or mapping.n_problems),
                 n_problems_total=int(total) if present(total) else mapping.n_problems,
-                variant=str(row["variant"]), rank=rank,
+                variant=str(row["variant"]),
+                rank=rank,
             )
-        )  # fmt: skip
+        )
     return out

@@ -8,12 +8,20 @@ from typing import Any
 from storage.store import Store
 
 COLUMNS = (
-    ("model", "model_name"), ("backend", "backend"), ("precision", "precision"),
-    ("template", "template"), ("decoding", "decoding"), ("max_len", "max_length"),
-    ("status", "status"), ("metric", "metric"), ("score", "value"), ("n", "n_problems"),
-    ("problems", "selection"), ("truncated", "n_prompt_truncated"),
+    ("model", "model_name"),
+    ("backend", "backend"),
+    ("precision", "precision"),
+    ("template", "template"),
+    ("decoding", "decoding"),
+    ("max_len", "max_length"),
+    ("status", "status"),
+    ("metric", "metric"),
+    ("score", "value"),
+    ("n", "n_problems"),
+    ("problems", "selection"),
+    ("truncated", "n_prompt_truncated"),
     ("mismatch", "n_decode_mismatch"),
-)  # fmt: skip
+)
 
 
 def score_table(store_uri: str, keys: Sequence[str]) -> list[dict[str, Any]]:

@@ -33,8 +33,13 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
         status = _shown_status(state, live) if row is not None else SettingStatus.PENDING.value
         shown[key] = status
         if status == PARTIAL and state is not None:
-            partial.append({"setting_key": key, "generated_samples": state.generated_samples,
-                            "total_samples": state.total_samples})  # fmt: skip
+            partial.append(
+                {
+                    "setting_key": key,
+                    "generated_samples": state.generated_samples,
+                    "total_samples": state.total_samples,
+                }
+            )
         model = row["model_name"] if row is not None and state is not None else "?"
         engine = _engine_label(row) if row is not None and state is not None else "?"
         if status == SettingStatus.FAILED.value:
@@ -67,11 +72,14 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
         "partial": partial,
         "settings": [{"setting_key": k, "status": shown[k]} for k in keys],
         "skipped": [
-            {"setting_key": k, "model": settings[k]["model_name"],
-             "reason": settings[k]["status_reason"]}
+            {
+                "setting_key": k,
+                "model": settings[k]["model_name"],
+                "reason": settings[k]["status_reason"],
+            }
             for k in keys
             if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -111,11 +119,15 @@ def _engine_label(row: dict[str, Any]) -> str:
 def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> dict[str, Any]:
     row = row or {}
     return {
-        "setting_key": key, "model": model, "engine": engine,
-        "error_type": row.get("error_type"), "error": row.get("status_reason"),
-        "template": row.get("template"), "decoding": row.get("decoding"),
+        "setting_key": key,
+        "model": model,
+        "engine": engine,
+        "error_type": row.get("error_type"),
+        "error": row.get("status_reason"),
+        "template": row.get("template"),
+        "decoding": row.get("decoding"),
         "max_length": row.get("max_length"),
-    }  # fmt: skip
+    }
 
 
 def render_status(data: dict[str, Any], keys: bool = False) -> str:
@@ -134,8 +146,10 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     for f in data["failed"]:
-        lines.append(f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
-                     f"L{f['max_length']}: {f['error_type']}: {f['error']}")  # fmt: skip
+        lines.append(
+            f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
+            f"L{f['max_length']}: {f['error_type']}: {f['error']}"
+        )
     reasons: dict[str, int] = defaultdict(int)
     for s in data["skipped"]:
         reasons[s["reason"]] += 1

@@ -40,9 +40,10 @@ def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
         where = f"decodings.{name}"
         do_sample = flag(f"{where}.do_sample", node["do_sample"])
         temperature = number(
-            f"{where}.temperature", node.get("temperature", 1.0),
+            f"{where}.temperature",
+            node.get("temperature", 1.0),
             Range(float, 0, 100, low_open=True),
-        )  # fmt: skip
+        )
         return DecodingSpec(
             name=name,
             do_sample=do_sample,
@@ -95,9 +96,12 @@ def validate_cell_value(
             raise choice_error("precision", value, list(PRECISIONS))
         return str(value)
     enums = {
-        "dtype": Dtype, "quant": Quant, "seed_policy": SeedPolicy,
-        "length_semantics": LengthSemantics, "bnb_4bit_quant_type": Bnb4bitType,
-    }  # fmt: skip
+        "dtype": Dtype,
+        "quant": Quant,
+        "seed_policy": SeedPolicy,
+        "length_semantics": LengthSemantics,
+        "bnb_4bit_quant_type": Bnb4bitType,
+    }
     if name in enums:
         return parse_choice(enums[name], name, value).value
     if name == "backend":
@@ -108,6 +112,17 @@ def validate_cell_value(
 
 
 CELL_FIELDS = (
-    "template", "decoding", "max_length", "length_semantics", "precision", "dtype", "quant",
-    "bnb_4bit_quant_type", "backend", "n_samples", "samples_per_call", "seed", "seed_policy",
-)  # fmt: skip
+    "template",
+    "decoding",
+    "max_length",
+    "length_semantics",
+    "precision",
+    "dtype",
+    "quant",
+    "bnb_4bit_quant_type",
+    "backend",
+    "n_samples",
+    "samples_per_call",
+    "seed",
+    "seed_policy",
+)

@@ -130,9 +130,13 @@ class UnitQueue:
         n = self._problems(work)
         ids, work.remaining = tuple(work.remaining[:n]), work.remaining[n:]
         chunk = ChunkRequest(
-            setting_key=work.key, setting=work.setting, chunk=work.next_chunk, task_ids=ids,
-            first=not work.started, stream_state=work.stream_state if work.sequential else None,
-        )  # fmt: skip
+            setting_key=work.key,
+            setting=work.setting,
+            chunk=work.next_chunk,
+            task_ids=ids,
+            first=not work.started,
+            stream_state=work.stream_state if work.sequential else None,
+        )
         work.next_chunk += 1
         work.in_flight += 1
         work.started = True
@@ -142,10 +146,12 @@ class UnitQueue:
         """What replica `replica` should generate next ([] when nothing is free for it now):
         one chunk of the first setting it may take, or, batched, one of every such setting."""
         eligible = [
-            w for w in self.settings
-            if w.remaining and not w.failed
+            w
+            for w in self.settings
+            if w.remaining
+            and not w.failed
             and (not w.sequential or (replica == 0 and w.in_flight == 0))
-        ]  # fmt: skip
+        ]
         if not eligible:
             return []
         if self.batched:

@@ -73,8 +73,9 @@ def versions_match(driver: Versions, cluster: Versions, level: MatchLevel) -> bo
     )
 
 
-def mismatch_error(driver: Versions, cluster: Versions, address: str,
-                   level: MatchLevel) -> ClusterError:
+def mismatch_error(
+    driver: Versions, cluster: Versions, address: str, level: MatchLevel
+) -> ClusterError:
     """The message for a driver that Ray will not let join the cluster at `address`."""
     wanted = ".".join(_python_part(cluster.python, level))
     return ClusterError(
@@ -87,8 +88,9 @@ def mismatch_error(driver: Versions, cluster: Versions, address: str,
     )
 
 
-def check_cluster_versions(driver: Versions, cluster: Versions, address: str,
-                           level: MatchLevel) -> None:
+def check_cluster_versions(
+    driver: Versions, cluster: Versions, address: str, level: MatchLevel
+) -> None:
     """Raise the ClusterError of `mismatch_error` unless Ray would accept this driver."""
     if not versions_match(driver, cluster, level):
         raise mismatch_error(driver, cluster, address, level)

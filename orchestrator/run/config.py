@@ -223,8 +223,9 @@ def load_run_config(overrides: Sequence[str]) -> RunConfig:
         (name, tuple(validate_cell_value(name, v, presets, definition) for v in values))
         for name, values in axes_raw.items()
     )
-    defaults = {name: validate_cell_value(name, cfg[name], presets, definition)
-                for name in CELL_FIELDS}  # fmt: skip
+    defaults = {
+        name: validate_cell_value(name, cfg[name], presets, definition) for name in CELL_FIELDS
+    }
     defaults["variant"] = validate_cell_value("variant", cfg.benchmark.variant, presets, definition)
     decodings = {str(v) for name, vs in axes if name == "decoding" for v in vs}
     decodings.add(defaults["decoding"])

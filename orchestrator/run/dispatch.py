@@ -203,8 +203,11 @@ class Dispatcher:
     def _replicas(self, unit: EngineUnit) -> int:
         replicas = self.options.cluster.replicas
         if replicas > 1 and unit.engine.model.num_gpus > 1:
-            logger.warning("%s spans %d GPUs: one replica (replicas share one GPU)",
-                           unit.engine.model.name, unit.engine.model.num_gpus)  # fmt: skip
+            logger.warning(
+                "%s spans %d GPUs: one replica (replicas share one GPU)",
+                unit.engine.model.name,
+                unit.engine.model.num_gpus,
+            )
             return 1
         return replicas
 
@@ -374,8 +377,10 @@ class Dispatcher:
             logger.warning(
                 "the cluster declares no %r resource: executions take %g CPU(s) each and can "
                 "wait for engines that hold every CPU (ray start --resources='{\"%s\": N}')",
-                resource, opts.exec_cpus, resource,
-            )  # fmt: skip
+                resource,
+                opts.exec_cpus,
+                resource,
+            )
         return {"num_cpus": opts.exec_cpus}
 
     def _submit_exec(self) -> None:
@@ -388,9 +393,11 @@ class Dispatcher:
                 max_retries=opts.cluster.exec_max_retries,  # worker or node death
                 retry_exceptions=False,  # a sandbox error is a result, not a reason to rerun
             ).remote(
-                self._bench_refs[item.setting.benchmark.name], samples, opts.limits,
+                self._bench_refs[item.setting.benchmark.name],
+                samples,
+                opts.limits,
                 opts.exec_workers,
-            )  # fmt: skip
+            )
             self._exec[ref] = item
 
     # -- liveness and progress ---------------------------------------------------------------
@@ -433,8 +440,12 @@ class Dispatcher:
             replica.timeouts += 1
             replica.last_progress = now
             replica.gave_up = replica.timeouts > self.options.cluster.max_retries
-            logger.warning("engine replica %d stuck for %.0fs: %s", replica.index, timeout,
-                           "giving up" if replica.gave_up else "restarting")  # fmt: skip
+            logger.warning(
+                "engine replica %d stuck for %.0fs: %s",
+                replica.index,
+                timeout,
+                "giving up" if replica.gave_up else "restarting",
+            )
             ray.kill(replica.actor, no_restart=replica.gave_up)
 
     # -- the loop ----------------------------------------------------------------------------

@@ -116,8 +116,7 @@ class EngineEstimate:
 def unit_samples(unit: EngineUnit, n_problems: int) -> int:
     """Samples the unit generates (problems x n_samples over its settings)."""
     return sum(
-        i.setting.n_samples * i.setting.benchmark.n_selected(n_problems)
-        for i in unit.settings
+        i.setting.n_samples * i.setting.benchmark.n_selected(n_problems) for i in unit.settings
     )
 
 

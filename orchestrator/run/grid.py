@@ -53,9 +53,7 @@ class Environment:
 
 def replay_file(pattern: str, model: ModelSpec, values: Mapping[str, Any]) -> str:
     """The replay file of one cell: `replay_path` with its placeholders filled."""
-    return pattern.format(
-        model=model.name, variant=values["variant"], template=values["template"]
-    )
+    return pattern.format(model=model.name, variant=values["variant"], template=values["template"])
 
 
 def replay_files(config: RunConfig) -> list[str]:
@@ -93,9 +91,13 @@ def axis_assignments(config: RunConfig) -> list[dict[str, Any]]:
 
 
 def _resolve_backend(
-    requested: str, quant: Quant, do_sample: bool, policy: SeedPolicy, env: Environment,
+    requested: str,
+    quant: Quant,
+    do_sample: bool,
+    policy: SeedPolicy,
+    env: Environment,
     bnb: Bnb4bitType = Bnb4bitType.FP4,
-) -> BackendName:  # fmt: skip
+) -> BackendName:
     if requested != "auto":
         return BackendName(requested)
     vllm_ok = env.vllm_installed and quant is not Quant.INT8

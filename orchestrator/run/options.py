@@ -19,7 +19,7 @@ from orchestrator.errors import ConfigError
 
 
 def choice_error(what: str, value: Any, choices: Sequence[Any]) -> ConfigError:
-    """"Unknown <what> 'x'. Did you mean: y? Valid: a, b, c" (the suggestion when one is close)."""
+    """ "Unknown <what> 'x'. Did you mean: y? Valid: a, b, c" (the suggestion when one is close)."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f" Did you mean: {close[0]}?" if close else ""
     return ConfigError(f"Unknown {what} {value!r}.{hint} Valid: {', '.join(map(str, choices))}")
@@ -76,7 +76,9 @@ OPTION_NUMBERS: dict[str, Range] = {
     "benchmark.limit": Range(int, 1, nullable=True),
     "execution.timeout_s": Range(float, 0, 86_400, low_open=True),
     "execution.memory_mb": Range(
-        int, MIN_MEMORY_MB, 1 << 22,
+        int,
+        MIN_MEMORY_MB,
+        1 << 22,
         why="programs need that much address space to import the harness's header",
     ),
     "execution.max_processes": Range(int, 1, 65_536),

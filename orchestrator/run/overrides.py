@@ -24,8 +24,20 @@ from orchestrator.run.options import choice_error
 
 # Axes a grid may sweep, and the top-level key each one sets.
 GRID_AXES = (
-    "model", "template", "decoding", "max_length", "precision", "dtype", "quant", "backend",
-    "variant", "n_samples", "seed", "seed_policy", "length_semantics", "bnb_4bit_quant_type",
+    "model",
+    "template",
+    "decoding",
+    "max_length",
+    "precision",
+    "dtype",
+    "quant",
+    "backend",
+    "variant",
+    "n_samples",
+    "seed",
+    "seed_policy",
+    "length_semantics",
+    "bnb_4bit_quant_type",
     "samples_per_call",
 )
 # Config groups (folders of sweeps/): a value names a file in the folder.
@@ -103,9 +115,7 @@ def _sweep_values(override: Override) -> list[str]:
     return [str(override.value())]
 
 
-def check_group_options(
-    parsed: ParsedOverrides, available: Callable[[str], list[str]]
-) -> None:
+def check_group_options(parsed: ParsedOverrides, available: Callable[[str], list[str]]) -> None:
     """Every group value names an existing option (`model=a,b` sweeps too)."""
     for text in parsed.groups:
         group, _, value = text.lstrip("+~").partition("=")

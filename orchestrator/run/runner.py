@@ -122,8 +122,11 @@ def grid_state(store: Store, cells: Sequence[Cell]) -> GridState:
 def close_stale_runs(store: Store) -> int:
     """Mark runs still `running` as `interrupted`. Call holding the writer lock: whoever wrote
     them no longer holds it, so they died without closing their row (a SIGKILL)."""
-    stale = [r for r in store.read_table("runs").to_pylist()
-             if r.get("status") == RunStatus.RUNNING.value]  # fmt: skip
+    stale = [
+        r
+        for r in store.read_table("runs").to_pylist()
+        if r.get("status") == RunStatus.RUNNING.value
+    ]
     for row in stale:
         logger.info("run %s ended without closing its record: marked interrupted", row["run_id"])
         store.write_rows("runs", row["run_id"], [{**row, "status": RunStatus.INTERRUPTED.value}])
@@ -164,7 +167,9 @@ def prepare(config: RunConfig) -> PreparedGrid:
     files = replay_files(config)
     missing = [f for f in files if not Path(f).is_file()]
     if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
         raise ConfigError(f"replay_path {config.replay_path!r}: no file {shown}")
     env = Environment(
         vllm_installed=vllm_installed(), replay_files={f: file_sha256(f) for f in files}
@@ -206,9 +211,7 @@ def make_plan(
     return plan_settings(prepared.cells, index, retry_failed=retry_failed, execution=identities)
 
 
-def _run_row(
-    run_id: str, prepared: PreparedGrid, command: str, status: RunStatus, **extra
-) -> dict:
+def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: RunStatus, **extra) -> dict:
     cfg = prepared.config
     return {
         "run_id": run_id,
@@ -227,7 +230,7 @@ def _run_row(
                     "sha256": prepared.benchmark.data_sha256,
                 }
             }
-        ),  # fmt: skip
+        ),
         "cluster_address": cfg.cluster.address or "local",
         "status": status.value,
         **extra,
@@ -259,18 +262,25 @@ def run_grid(
         plan = make_plan(store, prepared, retry_failed, quarantine=True)
         upgrade_shards(store)  # shards of an older schema: same columns as every other shard
         started_at = utc_now()
-        store.write_rows("runs", run_id, [_run_row(run_id, prepared, command, RunStatus.RUNNING,
-                                                   started_at=started_at)])  # fmt: skip
+        store.write_rows(
+            "runs",
+            run_id,
+            [_run_row(run_id, prepared, command, RunStatus.RUNNING, started_at=started_at)],
+        )
         writer = StoreWriter(
-            store, run_id, library_versions_json(),
-            benchmarks={config.benchmark.name: prepared.benchmark}, limits=config.limits,
-        )  # fmt: skip
+            store,
+            run_id,
+            library_versions_json(),
+            benchmarks={config.benchmark.name: prepared.benchmark},
+            limits=config.limits,
+        )
         for item in plan.by_action(Action.SKIP):
             writer.skipped(item.key, item.setting, item.reason or "")
         _log_plan(plan)
         work = len(plan.by_action(Action.GENERATE)) + len(plan.by_action(Action.EXECUTE))
-        progress = Progress(total=work, stream=stream or sys.stderr,
-                            every_s=config.progress_every_s)  # fmt: skip
+        progress = Progress(
+            total=work, stream=stream or sys.stderr, every_s=config.progress_every_s
+        )
         status = RunStatus.FINISHED
         summary = None
         try:
@@ -285,11 +295,21 @@ def run_grid(
         finally:
             progress.close()
             store.write_rows(
-                "runs", run_id,
-                [_run_row(run_id, prepared, command, status, started_at=started_at,
-                          finished_at=utc_now(), n_generated=writer.n_generated,
-                          n_executed=writer.n_executed)],
-            )  # fmt: skip
+                "runs",
+                run_id,
+                [
+                    _run_row(
+                        run_id,
+                        prepared,
+                        command,
+                        status,
+                        started_at=started_at,
+                        finished_at=utc_now(),
+                        n_generated=writer.n_generated,
+                        n_executed=writer.n_executed,
+                    )
+                ],
+            )
     return RunOutcome(
         run_id=run_id,
         plan=plan,
@@ -306,18 +326,21 @@ def _log_plan(plan: Plan) -> None:
     logger.info(
         "plan: %d settings, %d done, %d to generate (%d engine loads), %d to execute, "
         "%d skipped, %d failed earlier",
-        len(plan.settings), len(plan.by_action(Action.DONE)),
-        len(plan.by_action(Action.GENERATE)), plan.n_engine_loads,
-        len(plan.by_action(Action.EXECUTE)), len(plan.by_action(Action.SKIP)),
+        len(plan.settings),
+        len(plan.by_action(Action.DONE)),
+        len(plan.by_action(Action.GENERATE)),
+        plan.n_engine_loads,
+        len(plan.by_action(Action.EXECUTE)),
+        len(plan.by_action(Action.SKIP)),
         len(plan.by_action(Action.FAILED)),
-    )  # fmt: skip
+    )
 
 
 def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
     """Start (or connect to) Ray and drain the plan; the dispatcher's summary. A SIGTERM or
     SIGINT stops it cleanly: the chunks that are back are committed, the engines and the
     executions are stopped, and so is a local Ray instance this run started."""
-    from orchestrator.run.dispatch import Dispatcher, DispatchOptions, start_ray, stop_ray
+    from orchestrator.run.dispatch import start_ray, stop_ray
 
     config = prepared.config
     with stop_on_signals():

@@ -41,10 +41,21 @@ logger = logging.getLogger(__name__)
 
 # Provenance an execution-only resume keeps from the row an earlier run wrote.
 PROVENANCE_FIELDS = (
-    "hostname", "node_id", "device", "backend_version", "effective_dtype", "tokenizer_sha256",
-    "chat_template_sha256", "engine_options_json", "library_versions_json", "generation_s",
-    "generation_started_at", "generation_finished_at", "engine_load_s", "n_generated_tokens",
-)  # fmt: skip
+    "hostname",
+    "node_id",
+    "device",
+    "backend_version",
+    "effective_dtype",
+    "tokenizer_sha256",
+    "chat_template_sha256",
+    "engine_options_json",
+    "library_versions_json",
+    "generation_s",
+    "generation_started_at",
+    "generation_finished_at",
+    "engine_load_s",
+    "n_generated_tokens",
+)
 
 
 def utc_now() -> datetime:
@@ -90,11 +101,17 @@ class StoreWriter:
         error_type: str | None = None,
     ) -> None:
         row = setting_row(
-            key, setting, status,
-            now=self.clock(), run_id=self.run_id, facts=self._facts(setting), reason=reason,
-            error_type=error_type, attempts=self._attempts.get(key, 0),
+            key,
+            setting,
+            status,
+            now=self.clock(),
+            run_id=self.run_id,
+            facts=self._facts(setting),
+            reason=reason,
+            error_type=error_type,
+            attempts=self._attempts.get(key, 0),
             provenance={**self._provenance.get(key, {}), **self._execution.get(key, {})},
-        )  # fmt: skip
+        )
         self.store.write_rows("settings", key, [row])
 
     def _facts(self, setting: SettingSpec) -> SettingFacts | None:
@@ -183,8 +200,9 @@ class StoreWriter:
             if is_shard_key(name) and setting_key_of(name) == key:
                 self.store.quarantine(file, {"reason": reason, "setting_key": key})
                 moved += 1
-        logger.warning("setting %s starts again (%s): %d chunk(s) set aside", key[:12], reason,
-                       moved)  # fmt: skip
+        logger.warning(
+            "setting %s starts again (%s): %d chunk(s) set aside", key[:12], reason, moved
+        )
         return moved
 
     def stored_samples(self, key: str, order: Sequence[str] = ()) -> list[SampleRecord]:
@@ -194,8 +212,13 @@ class StoreWriter:
         if not rows:
             raise FileNotFoundError(f"generations of setting {key} are missing")
         position = {t: i for i, t in enumerate(order)}
-        rows.sort(key=lambda r: (position.get(r["task_id"], len(position)), r["task_id"],
-                                 r["sample_index"]))  # fmt: skip
+        rows.sort(
+            key=lambda r: (
+                position.get(r["task_id"], len(position)),
+                r["task_id"],
+                r["sample_index"],
+            )
+        )
         return samples_from_rows(rows)
 
     def executed(self, key: str, setting: SettingSpec, batch: ExecutionBatch) -> dict[str, Any]:

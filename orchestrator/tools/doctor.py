@@ -63,13 +63,17 @@ def render_doctor(data: dict[str, Any]) -> str:
     gpu = data["gpu"]
     names = f": {', '.join(gpu['names'])}" if gpu["names"] else ""
     lines.append(f"gpu: {gpu['count']} ({gpu['source']}{names})")
-    lines.append("sandbox: " + ", ".join(f"{k} {yes(v)}" for k, v in data["sandbox"].items()
-                                         if isinstance(v, bool)))  # fmt: skip
+    lines.append(
+        "sandbox: "
+        + ", ".join(f"{k} {yes(v)}" for k, v in data["sandbox"].items() if isinstance(v, bool))
+    )
     iso = data["isolation"]
     missing = ", ".join(iso.get("missing") or []) or "nothing"
-    lines.append(f"isolation: {iso['level']} (missing: {missing}); "
-                 f"memory: {iso.get('memory_limit')}; network: {iso.get('network')}; "
-                 f"{iso.get('tool')}")  # fmt: skip
+    lines.append(
+        f"isolation: {iso['level']} (missing: {missing}); "
+        f"memory: {iso.get('memory_limit')}; network: {iso.get('network')}; "
+        f"{iso.get('tool')}"
+    )
     ex = data.get("infibench_executors")
     if ex is not None:
         lines.append("infibench executors: " + ", ".join(f"{k} {yes(v)}" for k, v in ex.items()))

@@ -211,7 +211,7 @@ def _samples(benchmark: Benchmark, setting, entries: Sequence[Sequence[str]]):
             n_output_tokens=None,
             prompt_truncated=False,
             hit_length_limit=False,
-        )  # fmt: skip
+        )
         for task_id, entry in zip(task_ids, entries, strict=True)
         for j, program in enumerate(entry)
     ]
@@ -222,18 +222,28 @@ def _generations(key: str, setting, samples, elapsed_s: float, file_sha: str):
 
     engine = setting.engine
     info = EngineInfo(
-        backend=engine.backend, backend_version=IMPORT_BACKEND_VERSION, device=None,
-        effective_dtype=engine.dtype.value, model_revision=engine.model.revision,
-        tokenizer_sha256=None, chat_template_sha256=None, eos_token=None,
+        backend=engine.backend,
+        backend_version=IMPORT_BACKEND_VERSION,
+        device=None,
+        effective_dtype=engine.dtype.value,
+        model_revision=engine.model.revision,
+        tokenizer_sha256=None,
+        chat_template_sha256=None,
+        eos_token=None,
         options={"replay_sha256": file_sha},
-    )  # fmt: skip
+    )
     now = time.time()
     # The generations were made elsewhere: no process, load or generation time is known here.
     return SettingGenerations(
-        setting_key=key, samples=tuple(samples), engine_info=info,
+        setting_key=key,
+        samples=tuple(samples),
+        engine_info=info,
         worker=WorkerInfo(hostname=socket.gethostname(), node_id="", pid=None),
-        generation_s=None, engine_load_s=None, started_at=now - elapsed_s, finished_at=now,
-    )  # fmt: skip
+        generation_s=None,
+        engine_load_s=None,
+        started_at=now - elapsed_s,
+        finished_at=now,
+    )
 
 
 def import_generations(
@@ -268,10 +278,14 @@ def import_generations(
     shown = "-" if score["pass_at_1"] is None else f"{100 * score['pass_at_1']:.2f}%"
     logger.info("imported %s as setting %s: pass@1 %s", path.name, cell.key[:12], shown)
     return ImportOutcome(
-        setting_key=cell.key, store=config.store, n_problems=len(entries),
-        n_samples=len(entries[0]), n_passed=score["n_passed"], pass_at_1=score["pass_at_1"],
+        setting_key=cell.key,
+        store=config.store,
+        n_problems=len(entries),
+        n_samples=len(entries[0]),
+        n_passed=score["n_passed"],
+        pass_at_1=score["pass_at_1"],
         replay_sha256=file_sha,
-    )  # fmt: skip
+    )
 
 
 def _run_row(run_id: str, config, key: str, file_sha: str, versions: str) -> dict:
@@ -280,11 +294,18 @@ def _run_row(run_id: str, config, key: str, file_sha: str, versions: str) -> dic
 
     now = utc_now()
     return {
-        "run_id": run_id, "started_at": now, "finished_at": now,
-        "command": "import-generations", "overrides_json": json.dumps(list(config.overrides)),
-        "setting_keys": [key], "n_generated": 0, "n_executed": 1,
-        "git_revision": git_revision(), "hostname": socket.gethostname(),
+        "run_id": run_id,
+        "started_at": now,
+        "finished_at": now,
+        "command": "import-generations",
+        "overrides_json": json.dumps(list(config.overrides)),
+        "setting_keys": [key],
+        "n_generated": 0,
+        "n_executed": 1,
+        "git_revision": git_revision(),
+        "hostname": socket.gethostname(),
         "library_versions_json": versions,
         "data_sources_json": json.dumps({"generations.json": {"sha256": file_sha}}),
-        "cluster_address": "local", "status": RunStatus.FINISHED.value,
-    }  # fmt: skip
+        "cluster_address": "local",
+        "status": RunStatus.FINISHED.value,
+    }

@@ -69,7 +69,9 @@ def render_prompts(
         except (OSError, ValueError) as e:
             # transformers raises OSError (offline, not cached, not a repo id) or ValueError
             # (an unknown tokenizer class): name the model and what to do, not a traceback.
-            first = str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+            first = (
+                str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
+            )
             raise ConfigError(
                 f"the tokenizer of model {model!r} ({config.models[0].repo_id}) is not "
                 f"available: {first}. `prompts --model` needs it for n_prompt_tokens and the "

@@ -46,8 +46,9 @@ def _run_overrides(store: Store, key: str) -> list[str]:
     runs = sorted(store.read_table("runs").to_pylist(), key=lambda r: r["started_at"])
     for run in reversed(runs):
         if key in (run.get("setting_keys") or []):
-            return [o for o in json.loads(run["overrides_json"] or "[]")
-                    if not o.startswith("store=")]  # fmt: skip
+            return [
+                o for o in json.loads(run["overrides_json"] or "[]") if not o.startswith("store=")
+            ]
     raise CompareError(f"no run in {store.uri} lists setting {key[:12]}; pass its overrides")
 
 
@@ -70,8 +71,9 @@ def _find_settings(store: Store, keys: Sequence[str], overrides: Sequence[str] |
     return benchmark, found
 
 
-def repeat_check(store: Store, wanted: Sequence[str], n_problems: int,
-                 overrides: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def repeat_check(
+    store: Store, wanted: Sequence[str], n_problems: int, overrides: Sequence[str] | None = None
+) -> dict[str, Any]:
     """Re-generate the first `n_problems` problems of each setting with its own backend, in
     this process (one engine load per engine, the settings of an engine in one session run, as
     a unit is run), and compare with the stored samples. Writes nothing."""
@@ -104,23 +106,44 @@ def repeat_check(store: Store, wanted: Sequence[str], n_problems: int,
             session.close()
         for (key, _), outcome in zip(items, outcomes, strict=True):
             if not hasattr(outcome, "samples"):
-                raise CompareError(f"re-generating {key[:12]} failed: {outcome.error_type}: "
-                                   f"{outcome.error_message}")  # fmt: skip
-            fresh = {(s.task_id, s.sample_index): {"program": s.program,
-                     "continuation": s.continuation, "output_token_ids": list(s.output_token_ids)}
-                     for s in outcome.samples}  # fmt: skip
-            old = {k: {"program": v["program"], "continuation": v["continuation"],
-                       "output_token_ids": list(v["output_token_ids"] or [])}
-                   for k, v in stored[key].items() if k in fresh}  # fmt: skip
+                raise CompareError(
+                    f"re-generating {key[:12]} failed: {outcome.error_type}: "
+                    f"{outcome.error_message}"
+                )
+            fresh = {
+                (s.task_id, s.sample_index): {
+                    "program": s.program,
+                    "continuation": s.continuation,
+                    "output_token_ids": list(s.output_token_ids),
+                }
+                for s in outcome.samples
+            }
+            old = {
+                k: {
+                    "program": v["program"],
+                    "continuation": v["continuation"],
+                    "output_token_ids": list(v["output_token_ids"] or []),
+                }
+                for k, v in stored[key].items()
+                if k in fresh
+            }
             row = next(r for r in rows if r["setting_key"] == key)
-            results.append({"setting_key": key, "backend": row["backend"], **setting_label(row),
-                            **flips(old, fresh)})  # fmt: skip
+            results.append(
+                {
+                    "setting_key": key,
+                    "backend": row["backend"],
+                    **setting_label(row),
+                    **flips(old, fresh),
+                }
+            )
     return {"n_problems": n_problems, "settings": results, "per_backend": per_backend(results)}
 
 
 def render_repeat_check(data: Mapping[str, Any]) -> str:
-    lines = [f"re-generated the first {data['n_problems']} problem(s) of each setting "
-             "(nothing written to the store)"]  # fmt: skip
+    lines = [
+        f"re-generated the first {data['n_problems']} problem(s) of each setting "
+        "(nothing written to the store)"
+    ]
     for r in data["settings"]:
         rate = "-" if r["flip_rate"] is None else f"{100 * r['flip_rate']:.1f}%"
         lines.append(
@@ -132,6 +155,8 @@ def render_repeat_check(data: Mapping[str, Any]) -> str:
         )
     for backend, t in sorted(data["per_backend"].items()):
         rate = "-" if t["flip_rate"] is None else f"{100 * t['flip_rate']:.1f}%"
-        lines.append(f"{backend}: flip rate {rate} ({t['n_flipped']}/{t['n_samples']} samples, "
-                     f"{t['n_settings']} setting(s))")  # fmt: skip
+        lines.append(
+            f"{backend}: flip rate {rate} ({t['n_flipped']}/{t['n_samples']} samples, "
+            f"{t['n_settings']} setting(s))"
+        )
     return "\n".join(lines)

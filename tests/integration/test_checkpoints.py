@@ -22,19 +22,34 @@ ROOT = Path(__file__).resolve().parents[2]
 # the greedy and harness settings, two samples of one problem for per_sample n_samples=2):
 # greedy, the harness's sequential stream (t0.8, seed_policy=harness) and per-sample seeds.
 GRID = [
-    "model=tiny", "benchmark.limit=10", "max_length=384", "template=instruct",
-    "decoding=greedy,t0.8", "checkpoint.every_samples=1", "cluster.num_cpus=2",
-]  # fmt: skip
-PER_SAMPLE = [*GRID[:4], "decoding=t0.8", "seed_policy=per_sample", "n_samples=2",
-              "checkpoint.every_samples=2", "cluster.num_cpus=2"]  # fmt: skip
+    "model=tiny",
+    "benchmark.limit=10",
+    "max_length=384",
+    "template=instruct",
+    "decoding=greedy,t0.8",
+    "checkpoint.every_samples=1",
+    "cluster.num_cpus=2",
+]
+PER_SAMPLE = [
+    *GRID[:4],
+    "decoding=t0.8",
+    "seed_policy=per_sample",
+    "n_samples=2",
+    "checkpoint.every_samples=2",
+    "cluster.num_cpus=2",
+]
 COLUMNS = ["setting_key", "task_id", "sample_index", "continuation", "program", "output_token_ids"]
 
 
 def reprogrid(args, env) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args], env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def chunk_files(store: Path) -> dict[str, bytes]:
@@ -95,9 +110,16 @@ def test_sigkill_mid_setting_resumes_from_its_chunks_with_identical_outputs(env,
 
 def test_sigterm_commits_chunks_marks_the_run_interrupted_and_stops_its_ray(env, tmp_path):
     store = tmp_path / "store"
-    grid = ["model=tiny", "backend=fake", "model.repo_id='fake://delay=0.3'", "benchmark.limit=30",
-            "grid.precision=fp32,bf16", "checkpoint.every_samples=2", "cluster.num_cpus=2",
-            f"store={store}"]  # fmt: skip
+    grid = [
+        "model=tiny",
+        "backend=fake",
+        "model.repo_id='fake://delay=0.3'",
+        "benchmark.limit=30",
+        "grid.precision=fp32,bf16",
+        "checkpoint.every_samples=2",
+        "cluster.num_cpus=2",
+        f"store={store}",
+    ]
     proc = reprogrid(["run", *grid], env)
     wait_for_chunks(proc, store, 2)
     stopped_at = time.monotonic()
@@ -120,8 +142,14 @@ def test_sigterm_commits_chunks_marks_the_run_interrupted_and_stops_its_ray(env,
 
 def test_sigint_exits_130(env, tmp_path):
     store = tmp_path / "store"
-    grid = ["model=tiny", "backend=fake", "model.repo_id='fake://delay=0.3'",
-            "benchmark.limit=30", "checkpoint.every_samples=2", f"store={store}"]  # fmt: skip
+    grid = [
+        "model=tiny",
+        "backend=fake",
+        "model.repo_id='fake://delay=0.3'",
+        "benchmark.limit=30",
+        "checkpoint.every_samples=2",
+        f"store={store}",
+    ]
     proc = reprogrid(["run", *grid], env)
     wait_for_chunks(proc, store, 1)
     os.kill(proc.pid, signal.SIGINT)
@@ -136,9 +164,17 @@ def test_executions_run_while_an_engine_holds_every_cpu(env, tmp_path):
     from orchestrator.cli import main
 
     store = tmp_path / "store"
-    args = ["run", "model=tiny", "backend=fake", "model.repo_id='fake://delay=0.5'",
-            "benchmark.limit=6", "template=own,instruct,starchat,octocoder",
-            "cluster.num_cpus=2", "cluster.engine_cpus=2", f"store={store}"]  # fmt: skip
+    args = [
+        "run",
+        "model=tiny",
+        "backend=fake",
+        "model.repo_id='fake://delay=0.5'",
+        "benchmark.limit=6",
+        "template=own,instruct,starchat,octocoder",
+        "cluster.num_cpus=2",
+        "cluster.engine_cpus=2",
+        f"store={store}",
+    ]
     assert main(args) == 0
     settings = pd.read_parquet(store / "settings")
     last_generated = settings.generation_finished_at.max()

@@ -35,9 +35,10 @@ def intervals(store: Path) -> pd.DataFrame:
     frame = pd.read_parquet(store / "settings")
     frame["gpus"] = frame.engine_options_json.str.extract(r'"cuda_visible_devices":"([^"]*)"')
     return frame.groupby("engine_key").agg(
-        start=("generation_started_at", "min"), end=("generation_finished_at", "max"),
+        start=("generation_started_at", "min"),
+        end=("generation_finished_at", "max"),
         gpus=("gpus", "first"),
-    )  # fmt: skip
+    )
 
 
 FAKE = ["backend=fake", "model=tiny", "benchmark.limit=4", "grid.precision=fp32,bf16,fp16"]
@@ -96,8 +97,12 @@ def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_
 
 def test_a_failed_load_fails_its_unit_once_with_its_own_error(env, local_ray, tmp_path, capfd):
     loads = tmp_path / "loads.txt"
-    overrides = [*FAKE, f"model.repo_id='fake://fail-load={loads}'", "grid.precision=fp32",
-                 "template=own,codellama,instruct"]  # fmt: skip
+    overrides = [
+        *FAKE,
+        f"model.repo_id='fake://fail-load={loads}'",
+        "grid.precision=fp32",
+        "template=own,codellama,instruct",
+    ]
     _, outcome = run(overrides, tmp_path / "s")
     settings = pd.read_parquet(tmp_path / "s" / "settings")
     assert outcome.engine_loads == 1 and outcome.failed == 3
@@ -134,8 +139,13 @@ def engine_worker_pids() -> list[int]:
 
 def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray, tmp_path):
     store = tmp_path / "s"
-    overrides = ["model=tiny", "benchmark.limit=12", "max_length=384",
-                 "template=own,instruct", "decoding=greedy,t0.2,t0.8"]  # fmt: skip
+    overrides = [
+        "model=tiny",
+        "benchmark.limit=12",
+        "max_length=384",
+        "template=own,instruct",
+        "decoding=greedy,t0.2,t0.8",
+    ]
     result: dict = {}
     thread = threading.Thread(target=lambda: result.update(outcome=run(overrides, store)[1]))
     thread.start()
@@ -163,8 +173,14 @@ def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray
 
 
 def test_a_stuck_setting_is_restarted_then_failed_as_timeout(env, local_ray, tmp_path):
-    overrides = ["backend=fake", "model=tiny", "benchmark.limit=2", "model.repo_id='fake://delay=30'",
-                 "cluster.setting_timeout_s=3", "cluster.max_retries=1"]  # fmt: skip
+    overrides = [
+        "backend=fake",
+        "model=tiny",
+        "benchmark.limit=2",
+        "model.repo_id='fake://delay=30'",
+        "cluster.setting_timeout_s=3",
+        "cluster.max_retries=1",
+    ]
     started = time.monotonic()
     _, outcome = run(overrides, tmp_path / "s")
     assert time.monotonic() - started < 120
@@ -178,15 +194,28 @@ def test_run_exits_1_while_the_grid_is_incomplete(env, local_ray, tmp_path, caps
     from orchestrator.cli import main
 
     store = tmp_path / "s"
-    args = ["run", "backend=fake", "model=tiny", "benchmark.limit=2",
-            "model.repo_id='fake://fail-on=[INST]'", "template=own,codellama", f"store={store}"]
+    args = [
+        "run",
+        "backend=fake",
+        "model=tiny",
+        "benchmark.limit=2",
+        "model.repo_id='fake://fail-on=[INST]'",
+        "template=own,codellama",
+        f"store={store}",
+    ]
     for _ in range(2):  # the failing run, then a plain re-run that leaves the failure alone
         assert main(args) == 1
         err = capsys.readouterr().err
         assert "grid INCOMPLETE: 1 complete, 0 skipped, 1 failed, 0 pending" in err
         assert "--retry-failed" in err
     # skipped settings are reported, not failures
-    skips = ["run", "backend=fake", "model=tiny", "benchmark.limit=2", "template=own,diff",
-             f"store={tmp_path / 'skips'}"]  # fmt: skip
+    skips = [
+        "run",
+        "backend=fake",
+        "model=tiny",
+        "benchmark.limit=2",
+        "template=own,diff",
+        f"store={tmp_path / 'skips'}",
+    ]
     assert main(skips) == 0
     assert "skipped" in capsys.readouterr().out

@@ -19,8 +19,14 @@ def test_changing_a_limit_reexecutes_and_never_regenerates(env, capsys, tmp_path
     replay = tmp_path / "replay.jsonl"
     shutil.copy(FIXTURES / "store_v1_replay.jsonl", replay)
     store = tmp_path / "store"
-    grid = ["model=deepseekcoder-1.3b-instruct", "benchmark.limit=3", "backend=replay",
-            f"replay_path={replay}", "template=own,instruct", f"store={store}"]  # fmt: skip
+    grid = [
+        "model=deepseekcoder-1.3b-instruct",
+        "benchmark.limit=3",
+        "backend=replay",
+        f"replay_path={replay}",
+        "template=own,instruct",
+        f"store={store}",
+    ]
 
     def run(*extra) -> dict:
         assert main(["run", "--json", *grid, *extra]) == 0

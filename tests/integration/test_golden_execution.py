@@ -19,8 +19,9 @@ def test_golden_postprocessed_programs_pass_and_fail_like_the_harness(shared_dat
     jobs = []
     for i, r in enumerate(rows):
         problem = by_id[r["task_id"]]
-        candidate = postprocess(problem, TASK_VARIANT[r["task"]], r["prompt_option"],
-                                r["raw_generation_after_prompt"])  # fmt: skip
+        candidate = postprocess(
+            problem, TASK_VARIANT[r["task"]], r["prompt_option"], r["raw_generation_after_prompt"]
+        )
         assert candidate == r["postprocessed"]
         jobs.append(ExecJob(str(i), program_for(candidate, problem), timeout_s=10.0))
     results = execute_jobs(jobs, SandboxLimits(timeout_s=10.0))

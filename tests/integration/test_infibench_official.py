@@ -51,8 +51,10 @@ def dev(infibench):
     responses = pd.read_csv(folder / "responses.csv.gz", keep_default_na=False)
     official = pd.read_csv(folder / "per_response_scores.csv")
     scores = {(r.case_path, r.sample_idx): r.score for r in official.itertuples()}
-    rows = [{"filename": r.filename, "sample_index": r.completion_no, "completion": r.completion}
-            for r in responses.itertuples()]  # fmt: skip
+    rows = [
+        {"filename": r.filename, "sample_index": r.completion_no, "completion": r.completion}
+        for r in responses.itertuples()
+    ]
     return load_dev_suite(infibench), rows, scores, official
 
 
@@ -83,9 +85,11 @@ def test_dev_unit_test_subset_equals_official(dev):
     available = executor_availability()
     for s in scored:
         lang = {"0-0-0": "javascript", "0-0-48": "typescript", "2-11-515": "cpp"}.get(
-            s.case_id, "python")  # fmt: skip
-        assert s.status is (ResponseStatus.SCORED if available[lang]
-                            else ResponseStatus.TOOLCHAIN_MISSING), s  # fmt: skip
+            s.case_id, "python"
+        )
+        assert s.status is (
+            ResponseStatus.SCORED if available[lang] else ResponseStatus.TOOLCHAIN_MISSING
+        ), s
     assert mismatches(scored, official) == {}
 
 
@@ -106,17 +110,25 @@ def test_dev_total_reproduces_46_45(dev):
     replaced = {c for c in missing | set(wrong)}
     merged = [s for s in scored if s.case_id not in replaced] + [
         ResponseScore(r.case_path, r.case_id, r.sample_idx, ResponseStatus.SCORED, r.score)
-        for r in official_frame.itertuples() if r.case_id in replaced]  # fmt: skip
+        for r in official_frame.itertuples()
+        if r.case_id in replaced
+    ]
     report = aggregate(suite, merged)
     assert (round(report.overall.pct, 2), round(report.overall.std_pct, 2)) == (46.45, 0.88)
     ours = aggregate(suite, scored)
     assert abs(ours.overall.pct - 46.45) < 100 * 3 * len(replaced) / len(suite.cases)
     # metric rows that involve no unit test equal the official table
     by_metric = {g.name: g for g in report.by_metric}
-    assert (round(by_metric["blank_filling"].mean, 2), round(by_metric["blank_filling"].std, 2),
-            by_metric["blank_filling"].full_score) == (7.38, 0.87, 18.0)  # fmt: skip
-    assert (round(by_metric["similarity"].mean, 2), round(by_metric["similarity"].std, 2),
-            by_metric["similarity"].full_score) == (4.63, 0.15, 18.0)  # fmt: skip
+    assert (
+        round(by_metric["blank_filling"].mean, 2),
+        round(by_metric["blank_filling"].std, 2),
+        by_metric["blank_filling"].full_score,
+    ) == (7.38, 0.87, 18.0)
+    assert (
+        round(by_metric["similarity"].mean, 2),
+        round(by_metric["similarity"].std, 2),
+        by_metric["similarity"].full_score,
+    ) == (4.63, 0.15, 18.0)
 
 
 def _official_details(infibench) -> dict[str, list[dict]]:
@@ -150,30 +162,42 @@ def _signature(score: ResponseScore, programs) -> dict:
 def _official_signature(detail: dict, keys) -> dict:
     out = {}
     if "keywords" in keys:
-        out["keywords"] = (tuple(detail["keywords"]), detail["keywords_score"],
-                           detail["keywords_totscore"])  # fmt: skip
+        out["keywords"] = (
+            tuple(detail["keywords"]),
+            detail["keywords_score"],
+            detail["keywords_totscore"],
+        )
     if "blank_filling" in keys:
         out["blank_filling"] = tuple(detail["blank_filling_detail"])
     if "unit_test" in keys:
         out["unit_test"] = tuple((t["code"], t["passed"]) for t in detail["unit_test_detail"])
     if "similarity" in keys:
-        out["similarity"] = tuple(round(d["normalized_score"], 9)
-                                  for d in detail["similarity_detail"])  # fmt: skip
+        out["similarity"] = tuple(
+            round(d["normalized_score"], 9) for d in detail["similarity_detail"]
+        )
     if "customized" in keys:
-        out["customized"] = (detail["custom_score"],
-                             json.dumps(detail["custom_detail"], sort_keys=True))  # fmt: skip
+        out["customized"] = (
+            detail["custom_score"],
+            json.dumps(detail["custom_detail"], sort_keys=True),
+        )
     return out
 
 
 def test_v21_human_study_pairs_score_like_one_official_response(infibench):
     suite = load_suite(infibench)
-    pairs = pd.read_csv(infibench / "official_results" / "v2.1_human_study_pairs" /
-                        "responses.csv", dtype=str, keep_default_na=False)  # fmt: skip
-    official = pd.read_csv(infibench / "official_results" / "v2.1_full_suite" /
-                           "per_response_scores.csv")  # fmt: skip
+    pairs = pd.read_csv(
+        infibench / "official_results" / "v2.1_human_study_pairs" / "responses.csv",
+        dtype=str,
+        keep_default_na=False,
+    )
+    official = pd.read_csv(
+        infibench / "official_results" / "v2.1_full_suite" / "per_response_scores.csv"
+    )
     allowed = official.groupby("case_path").score.apply(list).to_dict()
-    rows = [{"case_path": r.case_path, "sample_index": i, "completion": r.completion}
-            for i, r in enumerate(pairs.itertuples())]  # fmt: skip
+    rows = [
+        {"case_path": r.case_path, "sample_index": i, "completion": r.completion}
+        for i, r in enumerate(pairs.itertuples())
+    ]
     scored = score_responses(suite, rows, workers=2)
     assert len(scored) == 468
     details = _official_details(infibench)

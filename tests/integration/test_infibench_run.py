@@ -19,8 +19,17 @@ def run(args, env):
 
 def test_tiny_model_runs_an_infibench_setting(env, tmp_path):
     store = tmp_path / "store"
-    out = run(["benchmark=infibench", "model=tiny", "benchmark.limit=8", "n_samples=2",
-               "max_length=32", f"store={store}"], env)  # fmt: skip
+    out = run(
+        [
+            "benchmark=infibench",
+            "model=tiny",
+            "benchmark.limit=8",
+            "n_samples=2",
+            "max_length=32",
+            f"store={store}",
+        ],
+        env,
+    )
     assert "best@10" in out
     settings = pd.read_parquet(store / "settings")
     assert settings.template.tolist() == ["chat"] and settings.status.tolist() == ["complete"]
@@ -44,16 +53,35 @@ def test_replayed_official_dev_responses_score_like_the_official_grader(env, tmp
     with replay.open("w") as fh:
         for row in responses[responses.filename.isin(cases)].itertuples():
             completion = "" if pd.isna(row.completion) else row.completion
-            fh.write(json.dumps({"task_id": row.filename, "sample_index": int(row.completion_no),
-                                 "continuation": completion}) + "\n")  # fmt: skip
+            fh.write(
+                json.dumps(
+                    {
+                        "task_id": row.filename,
+                        "sample_index": int(row.completion_no),
+                        "continuation": completion,
+                    }
+                )
+                + "\n"
+            )
     store = tmp_path / "store"
-    run(["benchmark=infibench", "benchmark.variant=dev", "backend=replay", "model=tiny",
-         "template=default",
-         f"replay_path={replay}", "benchmark.limit=6", f"store={store}"], env)  # fmt: skip
+    run(
+        [
+            "benchmark=infibench",
+            "benchmark.variant=dev",
+            "backend=replay",
+            "model=tiny",
+            "template=default",
+            f"replay_path={replay}",
+            "benchmark.limit=6",
+            f"store={store}",
+        ],
+        env,
+    )
     executions = pd.read_parquet(store / "executions")
     assert len(executions) == 6 * 30
-    merged = executions.merge(scores, left_on=["task_id", "sample_index"],
-                              right_on=["case_path", "sample_idx"])  # fmt: skip
+    merged = executions.merge(
+        scores, left_on=["task_id", "sample_index"], right_on=["case_path", "sample_idx"]
+    )
     assert len(merged) == 180
     assert (merged.score_x - merged.score_y).abs().max() < 1e-9
     settings = pd.read_parquet(store / "settings")

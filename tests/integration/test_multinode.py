@@ -48,8 +48,14 @@ def free_port() -> int:
 
 def node_ports() -> list[str]:
     """Every port a node opens, chosen free, so nodes (ours and other people's) never collide."""
-    names = ("node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc",
-             "runtime-env-agent", "metrics-export")  # fmt: skip
+    names = (
+        "node-manager",
+        "object-manager",
+        "dashboard-agent-listen",
+        "dashboard-agent-grpc",
+        "runtime-env-agent",
+        "metrics-export",
+    )
     return [f"--{name}-port={free_port()}" for name in names]
 
 
@@ -114,14 +120,27 @@ class RayNode:
 def start_node(args: list[str], log: Path) -> RayNode:
     # A short temp dir: Ray puts unix sockets under it (path length limit).
     temp_dir = tempfile.mkdtemp(prefix="rg-ray-")
-    cmd = [str(Path(sys.executable).with_name("ray")), "start", "--block", "--num-cpus=2",
-           "--num-gpus=1", "--object-store-memory=200000000", "--disable-usage-stats",
-           f"--temp-dir={temp_dir}", *node_ports(), *args]  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--block",
+        "--num-cpus=2",
+        "--num-gpus=1",
+        "--object-store-memory=200000000",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+        *node_ports(),
+        *args,
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(
-            cmd, env={**os.environ, **NODE_ENV}, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            cmd,
+            env={**os.environ, **NODE_ENV},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return RayNode(proc, temp_dir, log)
 
 
@@ -129,16 +148,20 @@ def cluster_nodes(address: str) -> int:
     """Alive nodes, from `ray status` (0 while the head is not up)."""
     out = subprocess.run(
         [str(Path(sys.executable).with_name("ray")), "status", f"--address={address}"],
-        env={**os.environ, **NODE_ENV}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env={**os.environ, **NODE_ENV},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if out.returncode != 0 or "Active:" not in out.stdout:
         return 0
     active = out.stdout.split("Active:", 1)[1].split("Pending:", 1)[0]
     return sum(1 for line in active.splitlines() if "node_" in line)
 
 
-def wait_for(predicate, what: str, nodes: list[RayNode], timeout: float = 120,
-             poll_s: float = 1.0) -> None:  # fmt: skip
+def wait_for(
+    predicate, what: str, nodes: list[RayNode], timeout: float = 120, poll_s: float = 1.0
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         for node in nodes:
@@ -152,10 +175,16 @@ def head(tmp_path):
     """A Ray head with one fake GPU; yields (node, GCS address, Ray client address)."""
     port, client_port = free_port(), free_port()
     node = start_node(
-        ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-         f"--dashboard-port={free_port()}", f"--ray-client-server-port={client_port}"],
+        [
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--include-dashboard=false",
+            f"--dashboard-port={free_port()}",
+            f"--ray-client-server-port={client_port}",
+        ],
         tmp_path / "head.log",
-    )  # fmt: skip
+    )
     try:
         address = f"127.0.0.1:{port}"
         wait_for(lambda: cluster_nodes(address) >= 1, "the head", [node])
@@ -166,9 +195,14 @@ def head(tmp_path):
 
 def reprogrid(args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args], env={**env, **NODE_ENV}, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, **kwargs,
-    )  # fmt: skip
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        env={**env, **NODE_ENV},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        **kwargs,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 300, ok: bool = True) -> str:
@@ -194,22 +228,34 @@ def settings(store: Path) -> pd.DataFrame:
 
 
 # 4 engine units (precisions) x 2 settings x 4 problems; 0.6 s per problem: ~2.4 s per setting.
-GRID = ["backend=fake", "model=tiny", "benchmark.limit=4", "template=own,instruct",
-        "grid.precision=fp32,bf16,fp16,int4", "model.repo_id='fake://delay=0.6'"]  # fmt: skip
+GRID = [
+    "backend=fake",
+    "model=tiny",
+    "benchmark.limit=4",
+    "template=own,instruct",
+    "grid.precision=fp32,bf16,fp16,int4",
+    "model.repo_id='fake://delay=0.6'",
+]
 
 
 def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, head, tmp_path):
     head_node, address, _ = head
-    worker = start_node([f"--address={address}", "--node-ip-address=127.0.0.1"],
-                        tmp_path / "worker.log")  # fmt: skip
+    worker = start_node(
+        [f"--address={address}", "--node-ip-address=127.0.0.1"], tmp_path / "worker.log"
+    )
     try:
         wait_for(lambda: cluster_nodes(address) >= 2, "the second node", [head_node, worker])
         store = tmp_path / "store"
         # max_retries=0: an engine whose node dies is recorded as failed at once (with the
         # default, Ray restarts it on a live node within the same run). A dead worker is an
         # infrastructure failure, so re-running the same command redoes it.
-        command = ["run", *GRID, f"cluster.address={address}",
-                   "cluster.max_retries=0", f"store={store}"]  # fmt: skip
+        command = [
+            "run",
+            *GRID,
+            f"cluster.address={address}",
+            "cluster.max_retries=0",
+            f"store={store}",
+        ]
         first = reprogrid(command, env)
 
         worker_id = worker.node_id()
@@ -221,8 +267,13 @@ def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, head, tmp
             generated = settings(store).dropna(subset=["node_id"])
             return (generated.node_id == worker_id).sum() % 2 == 1
 
-        wait_for(second_node_mid_unit, "a unit on the second node", [head_node, worker],
-                 timeout=240, poll_s=0.3)  # fmt: skip
+        wait_for(
+            second_node_mid_unit,
+            "a unit on the second node",
+            [head_node, worker],
+            timeout=240,
+            poll_s=0.3,
+        )
         worker.kill()
         out = finish(first, ok=False)
         after_kill = settings(store)
@@ -267,8 +318,9 @@ def test_a_ray_client_driver_needs_no_gpu_library(env, head, tmp_path):
     driver_env = {**env, "PYTHONPATH": os.pathsep.join([str(stubs), env.get("PYTHONPATH", "")])}
     store = tmp_path / "store"
     grid = ["backend=fake", "model=tiny", "benchmark.limit=3", "template=own,instruct"]
-    out = finish(reprogrid(["run", *grid, f"cluster.address={client_address}", f"store={store}"],
-                           driver_env))  # fmt: skip
+    out = finish(
+        reprogrid(["run", *grid, f"cluster.address={client_address}", f"store={store}"], driver_env)
+    )
     assert "generated 2, executed 2, failed 0" in out
     finish(reprogrid(["status", "--store", str(store)], driver_env))
     finish(reprogrid(["report", "--store", str(store), "--format", "md,csv"], driver_env))

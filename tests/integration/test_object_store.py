@@ -66,8 +66,10 @@ def _start_moto() -> tuple[subprocess.Popen, str]:
         port = free_port()
         proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
@@ -119,8 +121,14 @@ def store(s3_endpoint) -> Store:
 
 def execution(key: str, task: str, passed: bool) -> dict:
     outcome = "passed" if passed else "failed"
-    return {"setting_key": key, "task_id": task, "sample_index": 0, "outcome": outcome,
-            "passed": passed, "score": float(passed)}  # fmt: skip
+    return {
+        "setting_key": key,
+        "task_id": task,
+        "sample_index": 0,
+        "outcome": outcome,
+        "passed": passed,
+        "score": float(passed),
+    }
 
 
 def complete(store: Store, key: str) -> None:
@@ -137,8 +145,9 @@ def test_shards_replace_atomically_and_temporaries_are_invisible(store):
     assert not store.is_local
     store.write_rows("executions", "k1", [execution("k1", "Python/0", True)])
     store.write_rows("executions", "k2", [execution("k2", "Python/0", False)])
-    store.write_rows("executions", "k1", [execution("k1", "Python/0", False),
-                                          execution("k1", "Python/1", True)])  # fmt: skip
+    store.write_rows(
+        "executions", "k1", [execution("k1", "Python/0", False), execution("k1", "Python/1", True)]
+    )
     frame = store.read_table("executions").to_pandas()
     assert len(frame) == 3
     assert sorted(frame[frame.setting_key == "k1"].task_id) == ["Python/0", "Python/1"]
@@ -302,16 +311,26 @@ def test_any_fsspec_uri_works():
 
 # -- the CLI on S3: resume and concurrent readers ------------------------------------------------
 
-GRID = ["backend=fake", "model=tiny", "benchmark.limit=3", "template=own,instruct",
-        "grid.precision=fp32,bf16", "model.repo_id='fake://delay=0.4'",
-        "cluster.num_cpus=3"]  # fmt: skip
+GRID = [
+    "backend=fake",
+    "model=tiny",
+    "benchmark.limit=3",
+    "template=own,instruct",
+    "grid.precision=fp32,bf16",
+    "model.repo_id='fake://delay=0.4'",
+    "cluster.num_cpus=3",
+]
 
 
 def reprogrid(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args], env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
@@ -380,11 +399,18 @@ def test_grid_on_s3_resumes_after_a_killed_driver_and_serves_concurrent_readers(
 
     result = subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "status", "--store", plain, "--json"],
-        env=reader_env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=reader_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["totals"]["complete"] == 4 and not status["writer_active"]
-    report = finish(reprogrid(["report", "--store", plain, "--format", "md",
-                               "--out", str(tmp_path / "final")], reader_env))  # fmt: skip
+    report = finish(
+        reprogrid(
+            ["report", "--store", plain, "--format", "md", "--out", str(tmp_path / "final")],
+            reader_env,
+        )
+    )
     assert (tmp_path / "final" / "report.md").is_file(), report

@@ -17,9 +17,15 @@ LIMIT = 20
 # One setting (the defaults: the model's own template, greedy) of 20 problems that the fake
 # backend answers in 0.5 s each, as one chunk: about 10 s in which nothing is stored, so every
 # count above 0 in a line is the replica's own report of the chunk in flight.
-GRID = ["model=tiny", "backend=fake", "model.repo_id='fake://delay=0.5'",
-        f"benchmark.limit={LIMIT}", f"checkpoint.every_samples={LIMIT}", "progress.every_s=1",
-        "cluster.num_cpus=2"]  # fmt: skip
+GRID = [
+    "model=tiny",
+    "backend=fake",
+    "model.repo_id='fake://delay=0.5'",
+    f"benchmark.limit={LIMIT}",
+    f"checkpoint.every_samples={LIMIT}",
+    "progress.every_s=1",
+    "cluster.num_cpus=2",
+]
 LINE = re.compile(
     r"^(\d\d:\d\d:\d\d) INFO reprogrid\.progress: tiny/fake/fp32/none: "
     r"(\d+)/(\d+) samples \(\d+%\), \d+ tok/s, ETA \S+, 1 replica\(s\) (\S+)$"
@@ -30,9 +36,13 @@ def run_piped(args, env) -> tuple[int, str]:
     """`reprogrid run` as a subprocess whose stderr is a pipe (not a terminal)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "run", *args],
-        env={**env, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -47,8 +57,11 @@ def test_periodic_lines_grow_during_one_long_setting(env, tmp_path):
     assert code == 0, err
     lines = err.splitlines()
     assert not any("\r" in line for line in lines)  # no live bar: the stream is not a terminal
-    start = next(i for i, line in enumerate(lines) if f"engine tiny/fake/fp32/none: {LIMIT} "
-                 "samples to generate on 1 replica(s)" in line)  # fmt: skip
+    start = next(
+        i
+        for i, line in enumerate(lines)
+        if f"engine tiny/fake/fp32/none: {LIMIT} samples to generate on 1 replica(s)" in line
+    )
     end = next(i for i, line in enumerate(lines) if "INFO reprogrid.progress: generated " in line)
     periodic = [m for line in lines[start:end] if (m := LINE.match(line))]
     assert len(periodic) >= 4, "\n".join(lines[start:end])

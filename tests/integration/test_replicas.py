@@ -28,9 +28,17 @@ def run(args, capsys) -> dict:
 def test_two_replicas_give_the_outputs_of_one(env, capsys, tmp_path):
     """Greedy and per-sample-seeded sampling on the tiny model, chunks of one problem spread
     over two replicas, against one replica."""
-    grid = ["model=tiny", "benchmark.limit=6", "max_length=384", "template=instruct",
-            "decoding=greedy,t0.8", "seed_policy=per_sample", "n_samples=2",
-            "checkpoint.every_samples=1", "cluster.num_cpus=2"]  # fmt: skip
+    grid = [
+        "model=tiny",
+        "benchmark.limit=6",
+        "max_length=384",
+        "template=instruct",
+        "decoding=greedy,t0.8",
+        "seed_policy=per_sample",
+        "n_samples=2",
+        "checkpoint.every_samples=1",
+        "cluster.num_cpus=2",
+    ]
     one = run([*grid, "cluster.replicas=1", f"store={tmp_path / 'one'}"], capsys)
     two = run([*grid, "cluster.replicas=2", f"store={tmp_path / 'two'}"], capsys)
     assert (one["engine_loads"], two["engine_loads"]) == (1, 2)
@@ -49,10 +57,19 @@ def test_eight_replicas_of_one_engine_share_one_gpu_at_once(env, capsys, tmp_pat
     """A fake GPU, 8 replicas at num_gpus=0.125: every replica's first request waits until all
     8 engines have started it, which only happens when Ray places all 8 at once."""
     barrier = tmp_path / "barrier"
-    grid = ["model=tiny", "backend=fake", f"model.repo_id='fake://barrier={barrier}:8'",
-            "benchmark.limit=16", "checkpoint.every_samples=1", "cluster.num_gpus=1",
-            "cluster.num_cpus=8", "cluster.engine_cpus=0", "cluster.replicas=8",
-            "cluster.cpu_if_no_gpus=false", f"store={tmp_path / 's'}"]  # fmt: skip
+    grid = [
+        "model=tiny",
+        "backend=fake",
+        f"model.repo_id='fake://barrier={barrier}:8'",
+        "benchmark.limit=16",
+        "checkpoint.every_samples=1",
+        "cluster.num_gpus=1",
+        "cluster.num_cpus=8",
+        "cluster.engine_cpus=0",
+        "cluster.replicas=8",
+        "cluster.cpu_if_no_gpus=false",
+        f"store={tmp_path / 's'}",
+    ]
     outcome = run(grid, capsys)
     assert outcome["engine_loads"] == 8 and outcome["failed"] == 0
     pids = list(barrier.iterdir())

@@ -27,9 +27,15 @@ from tests.fixtures_store import Spec, write_grid_store, write_setting, write_sy
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 WIDTH, HEIGHT = 1400, 900
 # Runs after the page is laid out: the answers section's place before anything is unfolded,
 # then every <details> opened and each table's box, with the section (h2) it belongs to.
@@ -110,8 +116,19 @@ def rendered(request, tmp_path):
     store = tmp_path / "store"
     STORES[request.param](str(store))
     out = tmp_path / "report"
-    rc = main(["report", "--store", str(store), "--out", str(out), "--format", "html",
-               "--resamples", "200"])  # fmt: skip
+    rc = main(
+        [
+            "report",
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--format",
+            "html",
+            "--resamples",
+            "200",
+        ]
+    )
     assert rc == 0
     return request.param, out / "report.html", tmp_path
 

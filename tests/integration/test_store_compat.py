@@ -16,9 +16,12 @@ from orchestrator.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 COMMON = [
-    "model=deepseekcoder-1.3b-instruct", "benchmark.limit=3", "max_length=2048",
-    "precision=bf16", "backend=replay",
-]  # fmt: skip
+    "model=deepseekcoder-1.3b-instruct",
+    "benchmark.limit=3",
+    "max_length=2048",
+    "precision=bf16",
+    "backend=replay",
+]
 GRIDS = (
     ["template=own,instruct", "decoding=greedy"],
     ["template=own", "decoding=t0.8", "n_samples=2", "seed_policy=per_sample"],

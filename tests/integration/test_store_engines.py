@@ -40,12 +40,28 @@ def store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("engines")
     replay = root / "replay.jsonl"
     shutil.copy(FIXTURES / "store_v1_replay.jsonl", replay)
-    env = {**os.environ, "REPROGRID_DATA_DIR": str(data_dir()), "RAY_AUTH_MODE": "disabled",
-           "RAY_USAGE_STATS_ENABLED": "0", "REPROGRID_CACHE_DIR": str(root / "cache")}
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", "model=deepseekcoder-1.3b-instruct",
-           "benchmark.limit=3", "max_length=2048", "backend=replay", f"replay_path={replay}",
-           "template=own,instruct,diff", "precision=bf16,fp16", "cluster.num_cpus=2",
-           f"store={root / 'store'}"]
+    env = {
+        **os.environ,
+        "REPROGRID_DATA_DIR": str(data_dir()),
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "REPROGRID_CACHE_DIR": str(root / "cache"),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "run",
+        "model=deepseekcoder-1.3b-instruct",
+        "benchmark.limit=3",
+        "max_length=2048",
+        "backend=replay",
+        f"replay_path={replay}",
+        "template=own,instruct,diff",
+        "precision=bf16,fp16",
+        "cluster.num_cpus=2",
+        f"store={root / 'store'}",
+    ]
     done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return root / "store"
@@ -75,8 +91,9 @@ def test_every_engine_reads_the_same_rows_and_columns(store, table):
     duck_rows = len(relation.fetchall())
     lazy = pl.scan_parquet(glob)
     assert len(frame) == duck_rows == lazy.select(pl.len()).collect().item() == expected_rows
-    assert list(frame.columns) == duck_columns == lazy.collect_schema().names() == TABLES[
-        table].names
+    assert (
+        list(frame.columns) == duck_columns == lazy.collect_schema().names() == TABLES[table].names
+    )
 
 
 @pytest.mark.parametrize("table", list(TABLES))
@@ -84,8 +101,12 @@ def test_every_shard_of_a_table_has_the_same_column_types(store, table):
     arrow = {str(f.name): pq.read_schema(f).remove_metadata() for f in shards(store, table)}
     assert all(s.equals(TABLES[table]) for s in arrow.values()), table
     con = duckdb.connect()
-    duck = {name: con.execute(f"DESCRIBE SELECT * FROM read_parquet('{store}/{table}/{name}')")
-            .fetchall() for name in arrow}
+    duck = {
+        name: con.execute(
+            f"DESCRIBE SELECT * FROM read_parquet('{store}/{table}/{name}')"
+        ).fetchall()
+        for name in arrow
+    }
     polars = {name: pl.read_parquet_schema(store / table / name) for name in arrow}
     assert len({tuple(types) for types in duck.values()}) == 1, table
     assert len({tuple(schema.items()) for schema in polars.values()}) == 1, table
@@ -106,7 +127,8 @@ def test_scores_have_the_same_values_in_every_engine(store):
 def test_hive_discovery_finds_no_partition_in_the_flat_layout(store, table):
     con = duckdb.connect()
     duck = con.execute(
-        f"SELECT * FROM read_parquet('{store}/{table}/*.parquet', hive_partitioning = true)")
+        f"SELECT * FROM read_parquet('{store}/{table}/*.parquet', hive_partitioning = true)"
+    )
     polars = pl.scan_parquet(store / table, hive_partitioning=True).collect_schema().names()
     arrow = ds.dataset(store / table, format="parquet", partitioning="hive").schema.names
     assert [d[0] for d in duck.description] == polars == arrow == TABLES[table].names
@@ -114,16 +136,30 @@ def test_hive_discovery_finds_no_partition_in_the_flat_layout(store, table):
 
 def test_a_hive_partitioned_copy_is_understood_by_every_engine(store, tmp_path):
     scores = pa.Table.from_pandas(pd.read_parquet(store / "scores"), preserve_index=False)
-    ds.write_dataset(scores, tmp_path / "scores", format="parquet",
-                     partitioning=["precision", "template"], partitioning_flavor="hive")
+    ds.write_dataset(
+        scores,
+        tmp_path / "scores",
+        format="parquet",
+        partitioning=["precision", "template"],
+        partitioning_flavor="hive",
+    )
     assert sorted(p.name for p in (tmp_path / "scores").iterdir()) == [
-        "precision=bf16", "precision=fp16"]
+        "precision=bf16",
+        "precision=fp16",
+    ]
     glob = f"{tmp_path}/scores/*/*/*.parquet"
     con = duckdb.connect()
-    duck = con.execute(f"SELECT precision, template, count(*) FROM read_parquet('{glob}', "
-                       "hive_partitioning = true) GROUP BY ALL ORDER BY ALL").fetchall()
-    polars = (pl.scan_parquet(tmp_path / "scores", hive_partitioning=True)
-              .group_by("precision", "template").len().sort("precision", "template").collect())
+    duck = con.execute(
+        f"SELECT precision, template, count(*) FROM read_parquet('{glob}', "
+        "hive_partitioning = true) GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    polars = (
+        pl.scan_parquet(tmp_path / "scores", hive_partitioning=True)
+        .group_by("precision", "template")
+        .len()
+        .sort("precision", "template")
+        .collect()
+    )
     frame = pd.read_parquet(tmp_path / "scores")
     counts = frame.groupby(["precision", "template"], observed=True).size()
     expected = [(p, t, n) for (p, t), n in sorted(counts.items())]

@@ -22,10 +22,16 @@ def grid(tmp_path: Path) -> list[str]:
     replay = tmp_path / "replay.jsonl"
     shutil.copy(FIXTURES / "store_v1_replay.jsonl", replay)
     return [
-        "model=deepseekcoder-1.3b-instruct", "benchmark.limit=3", "max_length=2048",
-        "backend=replay", f"replay_path={replay}", "template=own,instruct,starchat,octocoder",
-        "precision=bf16,fp16", f"store={tmp_path / 'store'}", "cluster.num_cpus=2",
-    ]  # fmt: skip
+        "model=deepseekcoder-1.3b-instruct",
+        "benchmark.limit=3",
+        "max_length=2048",
+        "backend=replay",
+        f"replay_path={replay}",
+        "template=own,instruct,starchat,octocoder",
+        "precision=bf16,fp16",
+        f"store={tmp_path / 'store'}",
+        "cluster.num_cpus=2",
+    ]
 
 
 def run(args, capsys) -> dict:
@@ -66,26 +72,30 @@ def test_verify_finds_every_damage_and_run_redoes_exactly_the_damaged_settings(
     broken = [
         damage(shard(store, "generations", keys[0]), truncate),
         damage(store / "executions" / f"{keys[1]}.parquet", garbage_in_data),
-        damage(store / "scores" / f"{keys[2]}.parquet",
-               lambda b: flip_data_page_bit(b, "pass_at_1")),
-        damage(store / "settings" / f"{keys[3]}.parquet",
-               lambda b: flip_data_page_bit(b, "status")),
-        damage(shard(store, "generations", keys[4]),
-               lambda b: flip_data_page_bit(b, "program")),
+        damage(
+            store / "scores" / f"{keys[2]}.parquet", lambda b: flip_data_page_bit(b, "pass_at_1")
+        ),
+        damage(
+            store / "settings" / f"{keys[3]}.parquet", lambda b: flip_data_page_bit(b, "status")
+        ),
+        damage(shard(store, "generations", keys[4]), lambda b: flip_data_page_bit(b, "program")),
         damage(run_shard, lambda b: flip_data_page_bit(b, "status")),
         damage(store / "executions" / "notes.txt", lambda _: b"not a shard"),
-    ]  # fmt: skip
+    ]
     damaged = {p: p.read_bytes() for t in TABLES for p in (store / t).iterdir()}
 
     assert main(["verify", "--store", str(store), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     where = {(p["table"], p["file"]) for p in report["problems"] if p["file"]}
     assert {
-        ("generations", chunks[0]), ("executions", f"{keys[1]}.parquet"),
-        ("scores", f"{keys[2]}.parquet"), ("settings", f"{keys[3]}.parquet"),
-        ("generations", chunks[4]), ("runs", run_shard.name),
+        ("generations", chunks[0]),
+        ("executions", f"{keys[1]}.parquet"),
+        ("scores", f"{keys[2]}.parquet"),
+        ("settings", f"{keys[3]}.parquet"),
+        ("generations", chunks[4]),
+        ("runs", run_shard.name),
         ("executions", "notes.txt"),
-    } <= where  # fmt: skip
+    } <= where
     assert set(report["settings_to_redo"]) == set(keys[:5])
     assert {p: p.read_bytes() for p in damaged} == damaged  # a reader moves nothing
 

@@ -12,8 +12,17 @@ import pandas as pd
 
 def test_tiny_model_all_164_problems_fp32_and_int8(env, tmp_path):
     store = tmp_path / "store"
-    cmd = [sys.executable, "-m", "orchestrator.cli", "run", "model=tiny", "precision=fp32,int8",
-           "template=instruct", "max_length=512", f"store={store}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "run",
+        "model=tiny",
+        "precision=fp32,int8",
+        "template=instruct",
+        "max_length=512",
+        f"store={store}",
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pass@1" in done.stdout and str(store) in done.stdout
@@ -42,8 +51,18 @@ def test_tiny_model_all_164_problems_fp32_and_int8(env, tmp_path):
     assert set(scores.n_prompt_truncated) == set(truncated)
 
     # the report runs end to end on a tiny-model store (no literature values for `tiny`)
-    cmd = [sys.executable, "-m", "orchestrator.cli", "report", "--store", str(store),
-           "--format", "md,json,html", "--out", str(tmp_path / "report")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "report",
+        "--store",
+        str(store),
+        "--format",
+        "md,json,html",
+        "--out",
+        str(tmp_path / "report"),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report" / "report.json").read_text())

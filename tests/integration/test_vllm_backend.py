@@ -41,21 +41,37 @@ pytestmark = pytest.mark.vllm
 GREEDY = DecodingSpec("greedy", False)
 T08 = DecodingSpec("t0.8", True, 0.8, 0.95, 0)
 T02 = DecodingSpec("t0.2", True, 0.2, 0.95, 0)
-FIELDS = ("continuation", "n_prompt_tokens", "n_output_tokens", "prompt_truncated",
-          "hit_length_limit", "output_token_ids", "decode_mismatch")  # fmt: skip
+FIELDS = (
+    "continuation",
+    "n_prompt_tokens",
+    "n_output_tokens",
+    "prompt_truncated",
+    "hit_length_limit",
+    "output_token_ids",
+    "decode_mismatch",
+)
 
 
 def engine_for(cache_dir, backend: BackendName, **vllm) -> EngineSpec:
-    model = ModelSpec("tiny", str(cache_dir / "models" / "tiny-llama"), "tiny-llama-v1", "tiny",
-                      0.0003, Tuning.INSTRUCT, "yi", builder="tiny")  # fmt: skip
+    model = ModelSpec(
+        "tiny",
+        str(cache_dir / "models" / "tiny-llama"),
+        "tiny-llama-v1",
+        "tiny",
+        0.0003,
+        Tuning.INSTRUCT,
+        "yi",
+        builder="tiny",
+    )
     options = VllmOptions(max_model_len=2048, cpu_kv_cache_gib=0.25, **vllm)
     return EngineSpec(model, backend, Dtype.FP32, Quant.NONE, vllm=options)
 
 
 def requests(bench, engine, decoding, max_length, template="instruct", limit=None, **kw):
     bench_spec = BenchmarkSpec("humanevalfix", "tests", "data", limit)
-    setting = SettingSpec(engine, bench_spec, template, decoding, max_length,
-                          seed_policy=SeedPolicy.PER_SAMPLE, **kw)  # fmt: skip
+    setting = SettingSpec(
+        engine, bench_spec, template, decoding, max_length, seed_policy=SeedPolicy.PER_SAMPLE, **kw
+    )
     return bench.requests(setting, setting_key(setting))
 
 
@@ -101,11 +117,16 @@ def differences(a, b) -> dict[str, list[str]]:
 # -- the backend against transformers ------------------------------------------------------------
 
 
-def test_greedy_fp32_programs_equal_hf_on_all_164_problems(bench, cache_dir, vllm_backend,
-                                                          hf_backend):  # fmt: skip
-    setting = SettingSpec(engine_for(cache_dir, BackendName.VLLM),
-                          BenchmarkSpec("humanevalfix", "tests", "data"), "instruct", GREEDY,
-                          512)  # fmt: skip
+def test_greedy_fp32_programs_equal_hf_on_all_164_problems(
+    bench, cache_dir, vllm_backend, hf_backend
+):
+    setting = SettingSpec(
+        engine_for(cache_dir, BackendName.VLLM),
+        BenchmarkSpec("humanevalfix", "tests", "data"),
+        "instruct",
+        GREEDY,
+        512,
+    )
     reqs = bench.requests(setting, setting_key(setting))
     assert len(reqs) == 164
     ours = vllm_backend.generate(reqs)
@@ -121,14 +142,14 @@ def test_greedy_fp32_programs_equal_hf_on_all_164_problems(bench, cache_dir, vll
     assert max(g.n_output_tokens for g in ours) > 20
 
 
-def test_seeded_sampling_repeats_across_runs_batch_shapes_and_order(bench, cache_dir,
-                                                                    vllm_backend):  # fmt: skip
+def test_seeded_sampling_repeats_across_runs_batch_shapes_and_order(bench, cache_dir, vllm_backend):
     engine = engine_for(cache_dir, BackendName.VLLM)
     mine = requests(bench, engine, T08, 512, limit=20)
     alone = vllm_backend.generate(mine)
     assert differences(alone, vllm_backend.generate(mine)) == {}  # a second run
-    others = (requests(bench, engine, GREEDY, 512, "yi", limit=40)
-              + requests(bench, engine, T02, 512, limit=40))  # fmt: skip
+    others = requests(bench, engine, GREEDY, 512, "yi", limit=40) + requests(
+        bench, engine, T02, 512, limit=40
+    )
     mixed_in = list(reversed(others[:30] + mine + others[30:]))  # bigger batch, other order
     mixed = list(reversed(vllm_backend.generate(mixed_in)))[30 : 30 + len(mine)]
     assert [g.task_id for g in mixed] == [r.task_id for r in mine]
@@ -140,14 +161,17 @@ def test_seeded_sampling_repeats_across_runs_batch_shapes_and_order(bench, cache
     assert differences(alone, reseeded).get("output_token_ids")
 
 
-def test_prompt_over_the_limit_is_truncated_and_flagged_like_hf(bench, cache_dir, vllm_backend,
-                                                                 hf_backend):  # fmt: skip
+def test_prompt_over_the_limit_is_truncated_and_flagged_like_hf(
+    bench, cache_dir, vllm_backend, hf_backend
+):
     engine = engine_for(cache_dir, BackendName.VLLM)
     cases = [
         requests(bench, engine, GREEDY, 96, limit=8),  # total: at/over the limit, not generated
-        [replace(r, max_length=1990, length_semantics=LengthSemantics.NEW_TOKENS)
-         for r in requests(bench, engine, GREEDY, 96, limit=3)],  # new tokens: prompt cut to 58
-    ]  # fmt: skip
+        [
+            replace(r, max_length=1990, length_semantics=LengthSemantics.NEW_TOKENS)
+            for r in requests(bench, engine, GREEDY, 96, limit=3)
+        ],  # new tokens: prompt cut to 58
+    ]
     for reqs in cases:
         ours, theirs = vllm_backend.generate(reqs), hf_backend.generate(reqs, global_seed=0)
         assert all(g.prompt_truncated for g in ours)
@@ -161,8 +185,12 @@ def test_unsupported_options_fail_at_load_with_a_reason(cache_dir):
     engine = engine_for(cache_dir, BackendName.VLLM, batch_invariant=True)
     with pytest.raises(UnsupportedSetting, match="batch-invariant"):
         VllmBackend().load(engine)
-    int4 = replace(engine_for(cache_dir, BackendName.VLLM), quant=Quant.INT4, dtype=Dtype.FP16,
-                   bnb_4bit_quant_type=Bnb4bitType.NF4)  # fmt: skip
+    int4 = replace(
+        engine_for(cache_dir, BackendName.VLLM),
+        quant=Quant.INT4,
+        dtype=Dtype.FP16,
+        bnb_4bit_quant_type=Bnb4bitType.NF4,
+    )
     with pytest.raises(UnsupportedSetting, match="int4 on vLLM"):
         VllmBackend().load(int4)
     with pytest.raises(UnsupportedSetting, match="4-bit in flight"):
@@ -173,17 +201,30 @@ def test_unsupported_options_fail_at_load_with_a_reason(cache_dir):
 
 
 def _cli(env, *args, timeout=600):
-    done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
 def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     store = tmp_path / "store"
-    _cli(env, "run", "model=tiny", "grid.backend=hf,vllm", "grid.decoding=greedy,t0.8",
-         "seed_policy=per_sample", "max_length=512", "benchmark.limit=20",
-         f"store={store}")  # fmt: skip
+    _cli(
+        env,
+        "run",
+        "model=tiny",
+        "grid.backend=hf,vllm",
+        "grid.decoding=greedy,t0.8",
+        "seed_policy=per_sample",
+        "max_length=512",
+        "benchmark.limit=20",
+        f"store={store}",
+    )
     settings = pd.read_parquet(store / "settings")
     assert set(settings.status) == {"complete"} and len(settings) == 4
     vllm_rows = settings[settings.backend == "vllm"]
@@ -192,8 +233,9 @@ def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     assert {o["max_model_len"] for o in options} == {"512"}  # the unit's largest max_length
     generations = pd.read_parquet(store / "generations")
     assert generations.groupby("setting_key").size().tolist() == [20] * 4
-    sampled = generations[generations.setting_key.isin(
-        vllm_rows[vllm_rows.decoding == "t0.8"].setting_key)]  # fmt: skip
+    sampled = generations[
+        generations.setting_key.isin(vllm_rows[vllm_rows.decoding == "t0.8"].setting_key)
+    ]
     assert sampled.seed.notna().all()
 
     data = json.loads(_cli(env, "compare-backends", "--store", str(store), "--json"))
@@ -203,10 +245,24 @@ def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     assert by_decoding["greedy"]["pass_at_1_diff"] == 0.0
 
     keys = [k[:12] for k in vllm_rows.setting_key]
-    report = json.loads(_cli(env, "repeat-check", "--store", str(store), "-n", "5", "--json",
-                             *[a for k in keys for a in ("--setting", k)]))  # fmt: skip
-    assert report["per_backend"]["vllm"] == {"n_settings": 2, "n_samples": 10, "n_flipped": 0,
-                                             "flip_rate": 0.0}  # fmt: skip
+    report = json.loads(
+        _cli(
+            env,
+            "repeat-check",
+            "--store",
+            str(store),
+            "-n",
+            "5",
+            "--json",
+            *[a for k in keys for a in ("--setting", k)],
+        )
+    )
+    assert report["per_backend"]["vllm"] == {
+        "n_settings": 2,
+        "n_samples": 10,
+        "n_flipped": 0,
+        "flip_rate": 0.0,
+    }
     assert pd.read_parquet(store / "generations").shape == generations.shape  # nothing written
 
 
@@ -219,8 +275,14 @@ def test_infibench_free_form_answers_stop_only_at_stop_words_like_hf(
 
     infibench = InfiBench(load_suite(shared_data / "infibench"))
     engine = engine_for(cache_dir, BackendName.VLLM)
-    setting = SettingSpec(engine, BenchmarkSpec("infibench", "v2.1", "data", 6), "default", GREEDY,
-                          48, length_semantics=LengthSemantics.NEW_TOKENS)  # fmt: skip
+    setting = SettingSpec(
+        engine,
+        BenchmarkSpec("infibench", "v2.1", "data", 6),
+        "default",
+        GREEDY,
+        48,
+        length_semantics=LengthSemantics.NEW_TOKENS,
+    )
     reqs = infibench.requests(setting, setting_key(setting))
     from_vllm, from_hf = vllm_backend.generate(reqs), hf_backend.generate(reqs)
     assert differences(from_vllm, from_hf) == {}

@@ -19,10 +19,12 @@ GPU_LIBRARIES = ("torch", "transformers", "tokenizers")
 MODEL_FIXTURES = frozenset({"cache_dir"})
 # Tests that need the transformers backend without asking for a fixture: the tiny-model command
 # and `doctor`, which reports the backends as available.
-NEEDS_HF_BACKEND = frozenset({
-    "test_tiny_model_command_builds_a_loadable_folder",
-    "test_doctor_lists_backends_sandbox_and_executors",
-})  # fmt: skip
+NEEDS_HF_BACKEND = frozenset(
+    {
+        "test_tiny_model_command_builds_a_loadable_folder",
+        "test_doctor_lists_backends_sandbox_and_executors",
+    }
+)
 
 
 def missing_gpu_libraries() -> list[str]:

@@ -37,12 +37,34 @@ IMAGES = {"worker": f"reprogrid-worker:{VERSION}", "sandbox": f"reprogrid-sandbo
 
 # What each image must carry (the issue's list), by normalised distribution name.
 REQUIRED = {
-    "worker.Dockerfile": {"vllm", "transformers", "bitsandbytes", "accelerate", "ray",
-                          "hydra-core", "omegaconf", "pyarrow", "pandas", "numpy"},
-    "sandbox.Dockerfile": {"ray", "hydra-core", "pyarrow", "pandas", "numpy", "openpyxl",
-                           "xlsxwriter", "requests", "yolk", "pytz", "scipy", "rouge-score",
-                           "torch"},
-}  # fmt: skip
+    "worker.Dockerfile": {
+        "vllm",
+        "transformers",
+        "bitsandbytes",
+        "accelerate",
+        "ray",
+        "hydra-core",
+        "omegaconf",
+        "pyarrow",
+        "pandas",
+        "numpy",
+    },
+    "sandbox.Dockerfile": {
+        "ray",
+        "hydra-core",
+        "pyarrow",
+        "pandas",
+        "numpy",
+        "openpyxl",
+        "xlsxwriter",
+        "requests",
+        "yolk",
+        "pytz",
+        "scipy",
+        "rouge-score",
+        "torch",
+    },
+}
 
 
 def normalise(name: str) -> str:
@@ -112,8 +134,11 @@ def requirement_files(path: Path) -> list[Path]:
     found = []
     for run in runs(path):
         for args in commands(run, "pip install"):
-            found += [ROOT / "requirements" / Path(args[i + 1]).name
-                      for i, word in enumerate(args) if word == "-r"]  # fmt: skip
+            found += [
+                ROOT / "requirements" / Path(args[i + 1]).name
+                for i, word in enumerate(args)
+                if word == "-r"
+            ]
     return found
 
 
@@ -219,8 +244,9 @@ HADOLINT = shutil.which(
 def test_hadolint():
     out = subprocess.run(
         [HADOLINT, "--failure-threshold", "info", *map(str, DOCKERFILES)],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 

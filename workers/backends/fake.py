@@ -95,8 +95,17 @@ class FakeBackend:
                     f"{request.prompt}|{request.sampling}|{i}".encode()
                 ).hexdigest()
                 text = f"\n    return None  # {digest[:8]}\n"
-                out.append(Generation(request.task_id, request.sample_offset + i, text,
-                                      len(request.prompt) // 4, 8, False, False))  # fmt: skip
+                out.append(
+                    Generation(
+                        request.task_id,
+                        request.sample_offset + i,
+                        text,
+                        len(request.prompt) // 4,
+                        8,
+                        False,
+                        False,
+                    )
+                )
         return out
 
     def stream_state(self) -> bytes | None:

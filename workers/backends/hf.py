@@ -139,9 +139,11 @@ def capture_streams() -> bytes:
         "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode(),
         "numpy": [mt, keys.tolist(), pos, has_gauss, cached],
         "random": [version, list(internal), gauss_next],
-        "cuda": [base64.b64encode(s.numpy().tobytes()).decode()
-                 for s in (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])],
-    }  # fmt: skip
+        "cuda": [
+            base64.b64encode(s.numpy().tobytes()).decode()
+            for s in (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])
+        ],
+    }
     return json.dumps(state).encode()
 
 

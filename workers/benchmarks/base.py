@@ -141,7 +141,7 @@ class BenchmarkDefinition(Protocol):
         ...
 
     def template_kind(self, template: str, model: ModelSpec) -> str:
-        """"own" when `template` is the model's own format, else the template's name (what
+        """ "own" when `template` is the model's own format, else the template's name (what
         the report's effects compare; stored with every setting)."""
         ...
 

@@ -28,9 +28,7 @@ def get_benchmark(name: str) -> BenchmarkDefinition:
     if target is None:
         close = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
         hint = f" Did you mean: {close[0]}?" if close else ""
-        raise UnknownBenchmark(
-            f"Unknown benchmark {name!r}.{hint} Valid: {', '.join(BENCHMARKS)}"
-        )
+        raise UnknownBenchmark(f"Unknown benchmark {name!r}.{hint} Valid: {', '.join(BENCHMARKS)}")
     module_name, attribute = target.split(":")
     definition = getattr(importlib.import_module(module_name), attribute)
     if not isinstance(definition, BenchmarkDefinition):

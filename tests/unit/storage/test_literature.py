@@ -42,10 +42,14 @@ def test_the_shipped_copy_is_the_shared_data_file_plus_n_samples(shared_data):
     for r in load_default_literature():
         stated.setdefault((r.source_id, r.n_samples), []).append(r)
     assert {k: len(v) for k, v in stated.items()} == {
-        ("arXiv:2405.04324", 1): 41, ("arXiv:2308.07124", 20): 8, ("arXiv:2308.07124", 1): 1,
-        ("arXiv:2312.14187", None): 19, ("arXiv:2405.15793", None): 5,
-        ("arXiv:2407.16741", None): 7, ("doi:10.3390/software4030017", None): 14,
-    }  # fmt: skip
+        ("arXiv:2405.04324", 1): 41,
+        ("arXiv:2308.07124", 20): 8,
+        ("arXiv:2308.07124", 1): 1,
+        ("arXiv:2312.14187", None): 19,
+        ("arXiv:2405.15793", None): 5,
+        ("arXiv:2407.16741", None): 7,
+        ("doi:10.3390/software4030017", None): 14,
+    }
     assert all("n=1" in r.setting_notes for r in stated[("arXiv:2405.04324", 1)])
     assert all("n=20" in r.setting_notes for r in stated[("arXiv:2308.07124", 20)])
     assert [r.model for r in stated[("arXiv:2308.07124", 1)]] == ["GPT-4"]

@@ -54,9 +54,13 @@ def test_dedup_runs_each_program_once_and_copies_the_result(fake):
     assert len(fake.calls) == 3
     assert [r.job_id for r in results] == [j.job_id for j in jobs]
     assert [r.outcome for r in results] == [
-        Outcome.PASSED, Outcome.FAILED, Outcome.PASSED, Outcome.PASSED, Outcome.FAILED,
         Outcome.PASSED,
-    ]  # fmt: skip
+        Outcome.FAILED,
+        Outcome.PASSED,
+        Outcome.PASSED,
+        Outcome.FAILED,
+        Outcome.PASSED,
+    ]
     assert results[2].error_message == results[0].error_message == "pass a"
 
 
@@ -86,8 +90,11 @@ def test_sandbox_crash_becomes_an_error_result_for_every_affected_job(monkeypatc
     results = execute_jobs(jobs, LIMITS, workers=2)
     assert len(results) == 4
     assert [r.outcome for r in results] == [
-        Outcome.PASSED, Outcome.ERROR, Outcome.PASSED, Outcome.ERROR,
-    ]  # fmt: skip
+        Outcome.PASSED,
+        Outcome.ERROR,
+        Outcome.PASSED,
+        Outcome.ERROR,
+    ]
     assert results[1].error_type == results[3].error_type == SANDBOX_ERROR
     assert "OSError: no space left on device" in results[1].error_message
     assert results[3].job_id == "job-3"

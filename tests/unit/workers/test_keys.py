@@ -138,11 +138,15 @@ PINNED = {
     ),
     "aab750d79adbb3c6c3587c8eb5baa892e6a50a729307c4d90e1291efbe4856cc": setting(
         engine=EngineSpec(
-            MODEL, BackendName.REPLAY, Dtype.BF16, Quant.NONE, replay_path="x.jsonl",
+            MODEL,
+            BackendName.REPLAY,
+            Dtype.BF16,
+            Quant.NONE,
+            replay_path="x.jsonl",
             replay_sha256="r" * 64,
         )
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("expected", PINNED)

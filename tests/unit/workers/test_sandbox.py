@@ -373,8 +373,10 @@ def test_network_connect_fails():
         program = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
         result = run(program)
         assert result.outcome == Outcome.FAILED and result.error_type in (
-            "OSError", "ConnectionRefusedError", "TimeoutError"
-        )  # fmt: skip
+            "OSError",
+            "ConnectionRefusedError",
+            "TimeoutError",
+        )
         with pytest.raises(TimeoutError):
             server.accept()
 
@@ -421,8 +423,9 @@ def test_run_command_without_stdin_text_reads_eof():
 
 
 def test_run_command_timeout_reports_kill():
-    shown = python_cmd("import time; print('started', flush=True); time.sleep(60)",
-                       SandboxLimits(timeout_s=1.0))  # fmt: skip
+    shown = python_cmd(
+        "import time; print('started', flush=True); time.sleep(60)", SandboxLimits(timeout_s=1.0)
+    )
     assert shown.timed_out and shown.exit_code is None and shown.signal == signal.SIGKILL
     assert shown.stdout == "started\n"
 

@@ -95,9 +95,13 @@ class HumanEvalFix:
         out = []
         for problem in self.problems(setting.benchmark):
             out += problem_requests(
-                setting, key, problem.task_id, self.prompt(problem, setting, chat), stop,
+                setting,
+                key,
+                problem.task_id,
+                self.prompt(problem, setting, chat),
+                stop,
                 add_special_tokens=setting.template != CHAT_TEMPLATE,
-            )  # fmt: skip
+            )
         return out
 
     def samples(

@@ -15,10 +15,22 @@ HUB_FILENAME = "data/python/data/humanevalpack.jsonl"
 HUB_DEFAULT_REVISION = "main"
 
 FIELDS = (
-    "task_id", "prompt", "declaration", "canonical_solution", "buggy_solution", "bug_type",
-    "failure_symptoms", "entry_point", "import", "test_setup", "test", "example_test",
-    "signature", "docstring", "instruction",
-)  # fmt: skip
+    "task_id",
+    "prompt",
+    "declaration",
+    "canonical_solution",
+    "buggy_solution",
+    "bug_type",
+    "failure_symptoms",
+    "entry_point",
+    "import",
+    "test_setup",
+    "test",
+    "example_test",
+    "signature",
+    "docstring",
+    "instruction",
+)
 
 
 class DatasetError(ValueError):

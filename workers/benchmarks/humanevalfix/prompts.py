@@ -16,10 +16,24 @@ from workers.spec import Variant
 FIX_TEMPLATES = ("file", "starcodercommit", "diff", "diff-carper", "issue")
 # Templates of the generic HumanEvalPack builder.
 GENERIC_TEMPLATES = (
-    "instruct", "octocoder", "octogeex", "starchat", "instructcodet5p", "wizardcoder",
-    "codellama", "deepseek", "tulu", "gritlm", "zephyr", "yi", "starchat2", "codeqwen",
-    "codegemma", "codellama-70b", "aurora-m",
-)  # fmt: skip
+    "instruct",
+    "octocoder",
+    "octogeex",
+    "starchat",
+    "instructcodet5p",
+    "wizardcoder",
+    "codellama",
+    "deepseek",
+    "tulu",
+    "gritlm",
+    "zephyr",
+    "yi",
+    "starchat2",
+    "codeqwen",
+    "codegemma",
+    "codellama-70b",
+    "aurora-m",
+)
 HARNESS_TEMPLATES = tuple(sorted(set(FIX_TEMPLATES) | set(GENERIC_TEMPLATES)))
 # Not a harness template: the instruction rendered through the tokenizer's own chat template.
 CHAT_TEMPLATE = "chat"

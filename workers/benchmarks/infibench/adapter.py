@@ -43,6 +43,7 @@ from workers.spec import (
 TEMPLATES = ("chat", "default")
 TEN_NEWLINES = "\n" * 10  # the official HF stopping hook's blank-run rule
 
+
 class UnknownInfiBenchTemplate(ValueError):
     pass
 
@@ -85,10 +86,14 @@ class InfiBench:
         out = []
         for case in self.cases(setting.benchmark):
             out += problem_requests(
-                setting, key, case.case_path, self.prompt(case, setting.template, chat),
-                (*END_MARKERS, TEN_NEWLINES), add_special_tokens=setting.template != "chat",
+                setting,
+                key,
+                case.case_path,
+                self.prompt(case, setting.template, chat),
+                (*END_MARKERS, TEN_NEWLINES),
+                add_special_tokens=setting.template != "chat",
                 stop_rule=StopRule.STOP_WORDS,
-            )  # fmt: skip
+            )
         return out
 
     def samples(
@@ -144,19 +149,22 @@ class InfiBench:
             value_std=result.overall.std_pct / 100,
             n_problems=len(suite.cases),
             n_unscorable=len(result.unscorable_cases),
-            details_json=json.dumps({
-                "scorable_pct": result.scorable.pct,
-                "scorable_std_pct": result.scorable.std_pct,
-                "n_groups": result.n_groups,
-                "by_lang": {g.name: g.pct for g in result.by_lang},
-                "by_type": {g.name: g.pct for g in result.by_type},
-                "by_metric": {g.name: g.pct for g in result.by_metric},
-                "unscorable_cases": list(result.unscorable_cases),
-                "missing_languages": list(result.missing_languages),
-                "error_cases": list(result.error_cases),
-                "cases_without_responses": list(result.cases_without_responses),
-            }, sort_keys=True),
-        )  # fmt: skip
+            details_json=json.dumps(
+                {
+                    "scorable_pct": result.scorable.pct,
+                    "scorable_std_pct": result.scorable.std_pct,
+                    "n_groups": result.n_groups,
+                    "by_lang": {g.name: g.pct for g in result.by_lang},
+                    "by_type": {g.name: g.pct for g in result.by_type},
+                    "by_metric": {g.name: g.pct for g in result.by_metric},
+                    "unscorable_cases": list(result.unscorable_cases),
+                    "missing_languages": list(result.missing_languages),
+                    "error_cases": list(result.error_cases),
+                    "cases_without_responses": list(result.cases_without_responses),
+                },
+                sort_keys=True,
+            ),
+        )
 
 
 def execution_record(
@@ -175,11 +183,16 @@ def execution_record(
         "case_id": score.case_id,
         "missing_executors": list(score.missing_executors),
         "metrics": [
-            {"metric": m.metric, "counts_as": m.counts_as, "earned": m.earned, "total": m.total,
-             "detail": m.detail}
+            {
+                "metric": m.metric,
+                "counts_as": m.counts_as,
+                "earned": m.earned,
+                "total": m.total,
+                "detail": m.detail,
+            }
             for m in score.metrics
         ],
-    }  # fmt: skip
+    }
     return ExecutionRecord(
         task_id=score.case_path,
         sample_index=score.sample_index,

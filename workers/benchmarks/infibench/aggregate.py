@@ -62,9 +62,16 @@ def group_best(scores: Sequence[float], group_size: int = GROUP_SIZE) -> list[fl
 def grouped(name: str, n_questions: int, full: float, totals: Sequence[float]) -> GroupedScore:
     mean = statistics.fmean(totals) if totals else 0.0
     std = statistics.stdev(totals) if len(totals) > 1 else 0.0
-    return GroupedScore(name, n_questions, full, tuple(totals), mean, std,
-                        100.0 * mean / full if full else 0.0,
-                        100.0 * std / full if full else 0.0)  # fmt: skip
+    return GroupedScore(
+        name,
+        n_questions,
+        full,
+        tuple(totals),
+        mean,
+        std,
+        100.0 * mean / full if full else 0.0,
+        100.0 * std / full if full else 0.0,
+    )
 
 
 def _add(totals: list[float], values: Sequence[float]) -> None:
@@ -111,8 +118,9 @@ class _Sums:
         self.n[key] = self.n.get(key, 0) + 1
 
     def grouped(self, key: tuple[str, str]) -> GroupedScore:
-        return grouped(key[1], self.n.get(key, 0), self.full.get(key, 0.0),
-                       self.totals.get(key, []))  # fmt: skip
+        return grouped(
+            key[1], self.n.get(key, 0), self.full.get(key, 0.0), self.totals.get(key, [])
+        )
 
     def breakdown(self, kind: str) -> tuple[GroupedScore, ...]:
         keys = sorted((k for k in self.totals if k[0] == kind), key=lambda k: -self.full[k])
@@ -129,8 +137,9 @@ def _case_best(case: Case, responses: list[ResponseScore], group_size: int) -> l
     return group_best([r.score or 0.0 for r in responses], group_size)
 
 
-def aggregate(suite: Suite, scores: Sequence[ResponseScore],
-              group_size: int = GROUP_SIZE) -> SuiteScore:  # fmt: skip
+def aggregate(
+    suite: Suite, scores: Sequence[ResponseScore], group_size: int = GROUP_SIZE
+) -> SuiteScore:
     """The reported score ± std and its breakdowns, from per-response scores."""
     by_case: dict[str, list[ResponseScore]] = {c.case_path: [] for c in suite.cases}
     for score in scores:

@@ -131,7 +131,7 @@ def _target_outcome(target: BlankTarget, response_str: str, details: list[str]) 
                     "ans_re": alt.regex,
                     "response_str": response_str,
                 },
-            )  # fmt: skip
+            )
         ):
             return True, "matched: " + now_status
     return False, "unmatched: " + now_status

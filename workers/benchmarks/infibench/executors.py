@@ -272,7 +272,7 @@ _PROBES: Mapping[str, tuple[tuple[str, ...], Mapping[str, str]]] = {
             "library(p, character.only = TRUE)",
         ),
         {},
-    ),  # fmt: skip
+    ),
     "c#": (_shell("mcs --version && mono --version"), {}),
 }
 PROBE_LIMITS = SandboxLimits(timeout_s=60.0, memory_mb=16384, max_processes=512, disk_mb=DISK_MB)

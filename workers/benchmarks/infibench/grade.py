@@ -38,9 +38,28 @@ Runner = Callable[[Program], ExecOutcome]
 
 # Cells pandas' read_csv turns into NaN by default; the batched grader then grades str(nan).
 PANDAS_NA_STRINGS = frozenset(
-    {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
-)  # fmt: skip
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 
 
 class ExecutorFailure(RuntimeError):
@@ -101,8 +120,13 @@ def _run_unit_tests(case: Case, response: str, run: Runner) -> MetricScore:
         except Exception as e:
             raise ExecutorFailure(f"{case.case_id}: running a unit test failed: {e}") from e
         earned += float(outcome.passed) * item.weight
-        details.append({"passed": outcome.passed, "result": outcome.result[:500],
-                        "duration_s": round(outcome.duration_s, 3)})  # fmt: skip
+        details.append(
+            {
+                "passed": outcome.passed,
+                "result": outcome.result[:500],
+                "duration_s": round(outcome.duration_s, 3),
+            }
+        )
     return MetricScore("unit_test", earned, total, details, "unit_test")
 
 
@@ -114,8 +138,9 @@ def _metric_scores(case: Case, response: str, run: Runner) -> list[MetricScore]:
         earned, total = kw.earned, kw.total
         detail: dict[str, object] = {"statuses": list(kw.statuses)}
         if crit.keywords.post_handler is not None:
-            earned, total, post = call_hook(crit.keywords.post_handler, kw.earned, kw.total,
-                                            list(kw.statuses))  # fmt: skip
+            earned, total, post = call_hook(
+                crit.keywords.post_handler, kw.earned, kw.total, list(kw.statuses)
+            )
             detail["post_handler_detail"] = post
         out.append(MetricScore("keywords", earned, total, detail, "keywords"))
     if crit.blank_filling is not None:
@@ -123,8 +148,9 @@ def _metric_scores(case: Case, response: str, run: Runner) -> list[MetricScore]:
         earned, total = bf.earned, bf.total
         detail = {"details": list(bf.details), "match_rate": bf.match_rate}
         if crit.blank_filling.post_handler is not None:
-            earned, total, post = call_hook(crit.blank_filling.post_handler, bf.earned, bf.total,
-                                            list(bf.details))  # fmt: skip
+            earned, total, post = call_hook(
+                crit.blank_filling.post_handler, bf.earned, bf.total, list(bf.details)
+            )
             detail["post_handler_detail"] = post
         out.append(MetricScore("blank_filling", earned, total, detail, "blank_filling"))
     if crit.unit_test is not None:
@@ -158,16 +184,28 @@ def grade_response(
     """
 
     def result(status, score, metrics=(), error=None, missing=()) -> ResponseScore:
-        return ResponseScore(case.case_path, case.case_id, sample_index, status, score,
-                             tuple(metrics), error, tuple(missing))  # fmt: skip
+        return ResponseScore(
+            case.case_path,
+            case.case_id,
+            sample_index,
+            status,
+            score,
+            tuple(metrics),
+            error,
+            tuple(missing),
+        )
 
     langs = unit_test_languages(case)
     if langs:
         available = executor_availability() if available is None else available
         missing = [lang for lang in langs if not available.get(lang, False)]
         if missing:
-            return result(ResponseStatus.TOOLCHAIN_MISSING, None, missing=missing,
-                          error=f"executor not installed: {', '.join(missing)}")  # fmt: skip
+            return result(
+                ResponseStatus.TOOLCHAIN_MISSING,
+                None,
+                missing=missing,
+                error=f"executor not installed: {', '.join(missing)}",
+            )
     try:
         metrics = _metric_scores(case, response, run or run_program)
         ans = tot = 0.0
@@ -207,20 +245,28 @@ def _run_unique(jobs: dict[tuple, Program], run: Runner, workers: int) -> dict[t
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         outcomes = dict(zip(keys, pool.map(lambda k: run(jobs[k]), keys), strict=True))
-    logger.info("infibench: ran %d distinct unit-test programs in %.1f s with %d workers",
-                len(keys), time.monotonic() - started, workers)  # fmt: skip
+    logger.info(
+        "infibench: ran %d distinct unit-test programs in %.1f s with %d workers",
+        len(keys),
+        time.monotonic() - started,
+        workers,
+    )
     return outcomes
 
 
-def _resolve(suite: Suite, responses: Iterable[ResponseInput | Mapping],
-             nan_quirk: bool) -> list[tuple[Case, ResponseInput, str]]:  # fmt: skip
+def _resolve(
+    suite: Suite, responses: Iterable[ResponseInput | Mapping], nan_quirk: bool
+) -> list[tuple[Case, ResponseInput, str]]:
     """(case, input row, text to grade) per response, in input order."""
     by_key = {c.case_path: c for c in suite.cases} | {c.case_id: c for c in suite.cases}
     counts: dict[str, int] = {}
     items = []
     for raw in responses:
-        key = str(raw.case_path if isinstance(raw, ResponseInput)
-                  else raw.get("case_path", raw.get("filename")))  # fmt: skip
+        key = str(
+            raw.case_path
+            if isinstance(raw, ResponseInput)
+            else raw.get("case_path", raw.get("filename"))
+        )
         if key not in by_key:
             raise KeyError(f"response for unknown case {key!r} (suite {suite.name})")
         case = by_key[key]
@@ -231,8 +277,9 @@ def _resolve(suite: Suite, responses: Iterable[ResponseInput | Mapping],
     return items
 
 
-def _distinct_programs(items: list[tuple[Case, ResponseInput, str]],
-                       available: Mapping[str, bool]) -> dict[tuple, Program]:  # fmt: skip
+def _distinct_programs(
+    items: list[tuple[Case, ResponseInput, str]], available: Mapping[str, bool]
+) -> dict[tuple, Program]:
     """Every unit-test program to run, once per (language, code, timeout)."""
     jobs: dict[tuple, Program] = {}
     for case, _, text in items:
@@ -282,6 +329,6 @@ def score_responses(
     return [
         grade_response(
             case, text, sample_index=row.sample_index, run=cached_run, available=available
-        )  # fmt: skip
+        )
         for case, row, text in items
     ]

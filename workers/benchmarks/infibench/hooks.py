@@ -88,10 +88,13 @@ def _call_sandboxed(hook: HookRef, args: tuple) -> Any:
 
     result = run_command(
         (sys.executable, "_hook_runner.py", hook.func),
-        {"hook.py": hook.source, "args.json": json.dumps(list(args)),
-         "_hook_runner.py": HOOK_RUNNER},
+        {
+            "hook.py": hook.source,
+            "args.json": json.dumps(list(args)),
+            "_hook_runner.py": HOOK_RUNNER,
+        },
         HOOK_LIMITS,
-    )  # fmt: skip
+    )
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(_RESULT_MARK):
             return json.loads(line[len(_RESULT_MARK) :])

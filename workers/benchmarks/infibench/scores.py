@@ -69,7 +69,7 @@ def to_row(score: ResponseScore) -> dict[str, Any]:
             sort_keys=True,
             ensure_ascii=False,
             default=str,
-        ),  # fmt: skip
+        ),
     }
 
 

@@ -113,9 +113,14 @@ def _dict_files(files: Mapping[str, str]) -> _RecordingFiles:
     return _RecordingFiles(read_one=files.__getitem__, exists=files.__contains__)
 
 
-def parse_case(case_path: str, eval_spec: str, prompt: str, files: Mapping[str, str],
-               suite_full: float = DEFAULT_FULL_SCORE,
-               suite_null: float = DEFAULT_NULL_SCORE) -> Case:  # fmt: skip
+def parse_case(
+    case_path: str,
+    eval_spec: str,
+    prompt: str,
+    files: Mapping[str, str],
+    suite_full: float = DEFAULT_FULL_SCORE,
+    suite_null: float = DEFAULT_NULL_SCORE,
+) -> Case:
     """Build one Case from its raw YAML text, question text and files (relative path -> text)."""
     try:
         config = yaml.safe_load(eval_spec)
@@ -185,10 +190,13 @@ def _build(name: str, cases: list[Case], settings: tuple[str, float, float], sou
     return Suite(name, tuple(cases), reduce_mode, full, null, digest, source)
 
 
-def suite_from_cases(cases: list[Case], name: str = "custom",
-                     attempt_reduce_mode: str = DEFAULT_REDUCE_MODE,
-                     full_score_per_question: float = DEFAULT_FULL_SCORE,
-                     null_score_per_question: float = DEFAULT_NULL_SCORE) -> Suite:  # fmt: skip
+def suite_from_cases(
+    cases: list[Case],
+    name: str = "custom",
+    attempt_reduce_mode: str = DEFAULT_REDUCE_MODE,
+    full_score_per_question: float = DEFAULT_FULL_SCORE,
+    null_score_per_question: float = DEFAULT_NULL_SCORE,
+) -> Suite:
     """A suite made of already parsed cases (see `parse_case`), e.g. a subset or a test suite."""
     settings = (attempt_reduce_mode, full_score_per_question, null_score_per_question)
     return _build(name, list(cases), settings, name)
@@ -224,7 +232,7 @@ def load_suite(folder: str | Path, suite_file: str = V21_SUITE_FILE) -> Suite:
                 _folder_files(full_path.parent),
                 settings[1],
                 settings[2],
-            )  # fmt: skip
+            )
         )
     return _build(str(defs.get("version", suite_file)), cases, settings, str(folder / suite_file))
 

@@ -41,8 +41,9 @@ def test_settings_that_differ_only_in_the_backend_share_a_match_key():
             (c.setting.engine.backend.value, c.setting.decoding.name)
         )
     assert sorted(map(sorted, by_match.values())) == [
-        [("hf", "greedy"), ("vllm", "greedy")], [("hf", "t0.8"), ("vllm", "t0.8")],
-    ]  # fmt: skip
+        [("hf", "greedy"), ("vllm", "greedy")],
+        [("hf", "t0.8"), ("vllm", "t0.8")],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -52,16 +53,22 @@ def test_settings_that_differ_only_in_the_backend_share_a_match_key():
         (["backend=hf", "hf.device=cpu"], ["backend=vllm"], True),  # a backend-only option
         (["backend=hf"], ["backend=vllm", "vllm.batch_invariant=true"], True),
         (["backend=hf", "seed=1"], ["backend=vllm", "seed=2"], True),  # greedy: seed not keyed
-        (["backend=hf", "decoding=t0.8", "seed=1", "seed_policy=per_sample"],
-         ["backend=vllm", "decoding=t0.8", "seed=2", "seed_policy=per_sample"], False),
-        (["backend=hf", "decoding=t0.8"], ["backend=vllm", "decoding=t0.8",
-                                          "seed_policy=per_sample"], False),
+        (
+            ["backend=hf", "decoding=t0.8", "seed=1", "seed_policy=per_sample"],
+            ["backend=vllm", "decoding=t0.8", "seed=2", "seed_policy=per_sample"],
+            False,
+        ),
+        (
+            ["backend=hf", "decoding=t0.8"],
+            ["backend=vllm", "decoding=t0.8", "seed_policy=per_sample"],
+            False,
+        ),
         (["backend=hf", "template=instruct"], ["backend=vllm"], False),
         (["backend=hf", "max_length=512"], ["backend=vllm"], False),
         (["backend=hf", "precision=bf16"], ["backend=vllm"], False),
         (["backend=hf", "benchmark.limit=20"], ["backend=vllm"], False),
     ],
-)  # fmt: skip
+)
 def test_match_key_table(a, b, same):
     (ca,), (cb,) = cells(a), cells(b)
     assert (match_key(setting_json(ca)) == match_key(setting_json(cb))) is same
@@ -105,15 +112,24 @@ def test_agreement_counts_programs_outcomes_and_the_pass_at_1_difference():
 
 
 def test_flips_and_per_backend_totals():
-    old = {("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
-           ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]}}  # fmt: skip
-    new = {("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
-           ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]}}  # fmt: skip
+    old = {
+        ("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
+        ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]},
+    }
+    new = {
+        ("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
+        ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]},
+    }
     got = flips(old, new)
     assert (got["n_samples"], got["n_flipped"], got["flip_rate"]) == (2, 1, 0.5)
     assert (got["n_continuation_changed"], got["n_tokens_changed"]) == (2, 2)
     assert got["flipped_tasks"] == ["t2"]
-    totals = per_backend([{"backend": "vllm", **got}, {"backend": "vllm", **got},
-                          {"backend": "hf", **flips(old, old)}])  # fmt: skip
+    totals = per_backend(
+        [
+            {"backend": "vllm", **got},
+            {"backend": "vllm", **got},
+            {"backend": "hf", **flips(old, old)},
+        ]
+    )
     assert totals["vllm"] == {"n_settings": 2, "n_samples": 4, "n_flipped": 2, "flip_rate": 0.5}
     assert totals["hf"]["flip_rate"] == 0.0

@@ -42,8 +42,11 @@ def test_parse_baseline():
     changed = parse_baseline(["decoding=t0.8", "max_length=512", "backend=vllm"])
     assert changed == {**DEFAULT_BASELINE, "decoding": "t0.8", "max_length": 512, "backend": "vllm"}
     assert "precision" not in parse_baseline(["precision=*"])
-    for bad, fragment in [("colour=red", "Unknown baseline axis"), ("decoding", "key=value"),
-                          ("max_length=long", "integer")]:  # fmt: skip
+    for bad, fragment in [
+        ("colour=red", "Unknown baseline axis"),
+        ("decoding", "key=value"),
+        ("max_length=long", "integer"),
+    ]:
         with pytest.raises(ValueError, match=fragment):
             parse_baseline([bad])
 
@@ -89,38 +92,69 @@ def test_a_chosen_baseline_value_must_be_in_the_store():
     check_baseline_in_store(parse_baseline(["template=instrct"]), {})  # an empty store
 
 
-def point(model, score, tuning="instruct", template="own", decoding="greedy", max_length=2048,
-          precision="bf16", backend="hf", variant="tests"):  # fmt: skip
+def point(
+    model,
+    score,
+    tuning="instruct",
+    template="own",
+    decoding="greedy",
+    max_length=2048,
+    precision="bf16",
+    backend="hf",
+    variant="tests",
+):
     key = f"{model}|{template}|{decoding}|{max_length}|{precision}|{backend}|{variant}"
-    return dict(key=key, model_name=model, tuning=tuning, template=template, decoding=decoding,
-                max_length=max_length, precision=precision, backend=backend,
-                benchmark="humanevalfix",
-                variant=variant, length_semantics="total", limit=None, score_pct=score)  # fmt: skip
+    return dict(
+        key=key,
+        model_name=model,
+        tuning=tuning,
+        template=template,
+        decoding=decoding,
+        max_length=max_length,
+        precision=precision,
+        backend=backend,
+        benchmark="humanevalfix",
+        variant=variant,
+        length_semantics="total",
+        limit=None,
+        score_pct=score,
+    )
 
 
 GRID = [
-    point("a", 40.0), point("a", 30.0, template="instruct"), point("a", 36.0, decoding="t0.8"),
-    point("a", 20.0, max_length=512), point("a", 40.0, precision="fp16"),
+    point("a", 40.0),
+    point("a", 30.0, template="instruct"),
+    point("a", 36.0, decoding="t0.8"),
+    point("a", 20.0, max_length=512),
+    point("a", 40.0, precision="fp16"),
     point("a", 38.0, precision="int4"),
     point("a", 10.0, template="instruct", decoding="t0.8"),  # two axes changed: no pair
     point("a", 99.0, variant="docs", template="instruct"),  # other context: no pair
-    point("b", 10.0, tuning="base"), point("b", 20.0, tuning="base", template="instruct"),
+    point("b", 10.0, tuning="base"),
+    point("b", 20.0, tuning="base", template="instruct"),
     point("b", 10.0, tuning="base", precision="fp16"),
     point("b", 12.0, tuning="base", precision="int4"),
-    point("c", 0.0, tuning="base"), point("c", 5.0, tuning="base", template="instruct"),
-]  # fmt: skip
+    point("c", 0.0, tuning="base"),
+    point("c", 5.0, tuning="base", template="instruct"),
+]
 
 
 def test_pairs_change_exactly_one_axis_from_the_baseline():
     pairs = effect_pairs(GRID, DEFAULT_BASELINE)
     got = sorted((p.model_name, p.axis, p.value, p.change_pp) for p in pairs)
-    assert got == sorted([
-        ("a", "template", "instruct", -10.0), ("a", "decoding", "t0.8", -4.0),
-        ("a", "max_length", 512, -20.0), ("a", "precision", "fp16", 0.0),
-        ("a", "precision", "int4", -2.0), ("b", "template", "instruct", 10.0),
-        ("b", "precision", "fp16", 0.0), ("b", "precision", "int4", 2.0),
-        ("c", "template", "instruct", 5.0),
-    ])  # fmt: skip
+    assert got == sorted(
+        [
+            ("a", "template", "instruct", -10.0),
+            ("a", "decoding", "t0.8", -4.0),
+            ("a", "max_length", 512, -20.0),
+            ("a", "precision", "fp16", 0.0),
+            ("a", "precision", "int4", -2.0),
+            ("b", "template", "instruct", 10.0),
+            ("b", "precision", "fp16", 0.0),
+            ("b", "precision", "int4", 2.0),
+            ("c", "template", "instruct", 5.0),
+        ]
+    )
 
 
 def test_summary_over_all_and_instruct_models():
@@ -177,11 +211,14 @@ def test_precision_spread_is_the_population_std_per_group():
 
 
 DUPLICATES = [
-    point("m", 10.0), point("m", 14.0),  # two baselines of one cell (e.g. n_samples 1 and 4)
+    point("m", 10.0),
+    point("m", 14.0),  # two baselines of one cell (e.g. n_samples 1 and 4)
     point("m", 20.0, precision="int4"),
-    point("m", 30.0, precision="int4", backend="vllm"), point("m", 28.0, backend="vllm"),
-    point("n", 50.0), point("n", 40.0, precision="int4"),
-]  # fmt: skip
+    point("m", 30.0, precision="int4", backend="vllm"),
+    point("m", 28.0, backend="vllm"),
+    point("n", 50.0),
+    point("n", 40.0, precision="int4"),
+]
 
 
 def test_settings_of_one_cell_are_one_measurement_at_their_mean():

@@ -40,10 +40,17 @@ def setting(
     rank: int = 0,
 ) -> SettingScore:
     return SettingScore(
-        key=f"{model}-{label}-{variant}", model_name=model, model_family=family,
-        model_size_b=size, tuning=tuning, label=label, score=Fraction(k, n * samples),
-        n_problems=n, variant=variant, rank=rank,
-    )  # fmt: skip
+        key=f"{model}-{label}-{variant}",
+        model_name=model,
+        model_family=family,
+        model_size_b=size,
+        tuning=tuning,
+        label=label,
+        score=Fraction(k, n * samples),
+        n_problems=n,
+        variant=variant,
+        rank=rank,
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,8 +167,9 @@ BASE, INST = "dsc-1.3b-base", "dsc-1.3b-instruct"
 )
 def test_tuning_confusion_base_value(own_k, other_k, flag):
     own = reproduction("16.4", [setting(BASE, k, label=str(k)) for k in own_k])
-    other = reproduction("16.4", [setting(INST, k, tuning="instruct", label=str(k))
-                                  for k in other_k])  # fmt: skip
+    other = reproduction(
+        "16.4", [setting(INST, k, tuning="instruct", label=str(k)) for k in other_k]
+    )
     assert tuning_confusion(own, other) is flag
 
 
@@ -176,9 +184,16 @@ def test_join_flags_codellama_13b_reported_for_base_but_reproduced_by_instruct()
     # 33.1 for the base CodeLlama-13B is no k/164; a sampled instruct setting gives it.
     settings = [
         setting("codellama-13b-base", 10, label="own", family="codellama", size=13),
-        setting("codellama-13b-instruct", 1086, samples=20, tuning="instruct", label="t0.2",
-                family="codellama", size=13),
-    ]  # fmt: skip
+        setting(
+            "codellama-13b-instruct",
+            1086,
+            samples=20,
+            tuning="instruct",
+            label="t0.2",
+            family="codellama",
+            size=13,
+        ),
+    ]
     mapping = {"CodeLlama 13B": "codellama-13b-base"}
     [match] = join_literature([row("CodeLlama 13B", "33.1")], mapping, settings)
     assert not match.obtainability.obtainable
@@ -191,8 +206,11 @@ def test_join_flags_codellama_13b_reported_for_base_but_reproduced_by_instruct()
 
 
 def test_join_keeps_unmapped_and_not_run_rows_in_order():
-    rows = [row("Nobody-7B", "12.2", line=2), row("Mapped", "1.2", line=3),
-            row("Known", "5.5", line=4)]  # fmt: skip
+    rows = [
+        row("Nobody-7B", "12.2", line=2),
+        row("Mapped", "1.2", line=3),
+        row("Known", "5.5", line=4),
+    ]
     mapping = {"Mapped": BASE, "Known": "some-model"}
     matches = join_literature(rows, mapping, [setting(BASE, 2)])
     assert [m.status for m in matches] == ["unmapped", "reproduced", "not in store"]
@@ -227,16 +245,30 @@ def test_the_join_uses_the_rows_stated_sampling():
     ]
     matches = join_literature(rows, {}, [])
     assert [m.obtainability.verdict for m in matches] == [
-        "obtainable", "not obtainable with one sample per problem"]  # fmt: skip
+        "obtainable",
+        "not obtainable with one sample per problem",
+    ]
     counts = obtainability_counts(matches)
-    assert counts == {"values": 2, "obtainable": 1, "not obtainable": 0,
-                      "not obtainable with one sample per problem": 1}  # fmt: skip
+    assert counts == {
+        "values": 2,
+        "obtainable": 1,
+        "not obtainable": 0,
+        "not obtainable with one sample per problem": 1,
+    }
 
 
 def pilot(model: str, k: int, n: int, total: int = 164, label: str = "pilot") -> SettingScore:
-    return SettingScore(key=f"{model}-{label}", model_name=model, model_family="fam",
-                        model_size_b=1.3, tuning="instruct", label=label,
-                        score=Fraction(k, n), n_problems=n, n_problems_total=total)  # fmt: skip
+    return SettingScore(
+        key=f"{model}-{label}",
+        model_name=model,
+        model_family="fam",
+        model_size_b=1.3,
+        tuning="instruct",
+        label=label,
+        score=Fraction(k, n),
+        n_problems=n,
+        n_problems_total=total,
+    )
 
 
 def test_a_pilot_is_never_reproduced_near_or_closest():

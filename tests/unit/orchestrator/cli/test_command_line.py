@@ -76,11 +76,22 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
     assert code == 0 and json.loads(out)["store"] == str(root)
     code, out, _ = run_cli(["compare-backends", *named, "--json"], capsys)
     assert code == 0
-    code, out, _ = run_cli(["report", *named, "--format", "json", "--out",
-                            str(tmp_path / f"report-{form}")], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        ["report", *named, "--format", "json", "--out", str(tmp_path / f"report-{form}")], capsys
+    )
     assert code == 0 and (tmp_path / f"report-{form}" / "report.json").is_file()
-    code, out, _ = run_cli(["export", *named, "--format", "eee", "--out", str(tmp_path / f"eee-{form}"),
-                            "--no-literature"], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        [
+            "export",
+            *named,
+            "--format",
+            "eee",
+            "--out",
+            str(tmp_path / f"eee-{form}"),
+            "--no-literature",
+        ],
+        capsys,
+    )
     assert code == 0
     code, data, _ = _plan(capsys, *named, "model=tiny", f"model.repo_id={weights}")
     assert code == 0 and data["store"] == str(root)
@@ -88,9 +99,14 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
 
 @pytest.mark.parametrize(
     "command",
-    [["status"], ["report"], ["verify"], ["export-generations", "--all", "--out", "x"],
-     ["compare-backends"]],
-)  # fmt: skip
+    [
+        ["status"],
+        ["report"],
+        ["verify"],
+        ["export-generations", "--all", "--out", "x"],
+        ["compare-backends"],
+    ],
+)
 def test_a_missing_store_is_an_error_not_an_empty_answer(capsys, tmp_path, command):
     missing = tmp_path / "no-such-store"
     code, out, err = run_cli([*command, "--store", str(missing)], capsys)
@@ -127,15 +143,31 @@ def test_status_shows_generated_and_partial_columns_and_lists_keys(env, capsys, 
     code, out, _ = run_cli(["status", f"store={tmp_path}", "--json"], capsys)
     data = json.loads(out)
     assert code == 0
-    assert data["totals"] == {"complete": 1, "running": 0, "generated": 1, "partial": 1,
-                              "failed": 0, "skipped": 0, "pending": 0}  # fmt: skip
+    assert data["totals"] == {
+        "complete": 1,
+        "running": 0,
+        "generated": 1,
+        "partial": 1,
+        "failed": 0,
+        "skipped": 0,
+        "pending": 0,
+    }
     assert data["partial"] == [
         {"setting_key": keys["partial"], "generated_samples": 100, "total_samples": 164}
     ]
     code, out, _ = run_cli(["status", f"store={tmp_path}", "--keys"], capsys)
     header = next(line for line in out.splitlines() if line.startswith("model"))
-    assert header.split() == ["model", "engine", "complete", "running", "generated",
-                              "partial", "failed", "skipped", "pending"]  # fmt: skip
+    assert header.split() == [
+        "model",
+        "engine",
+        "complete",
+        "running",
+        "generated",
+        "partial",
+        "failed",
+        "skipped",
+        "pending",
+    ]
     for status, key in keys.items():
         assert f"{key}  {status}" in out.splitlines()
     assert f"partial {keys['partial'][:12]}: 100 of 164 samples generated" in out
@@ -146,14 +178,26 @@ def test_status_shows_generated_and_partial_columns_and_lists_keys(env, capsys, 
 def test_status_of_a_live_run_counts_what_the_store_holds(env, capsys, tmp_path):
     keys = _partial_and_generated_store(tmp_path)
     store = Store(str(tmp_path))
-    [run] = store.read_shard("runs", RUN_ID).to_pylist() if store.read_shard("runs", RUN_ID) \
-        else [None]  # fmt: skip
+    [run] = (
+        store.read_shard("runs", RUN_ID).to_pylist() if store.read_shard("runs", RUN_ID) else [None]
+    )
     assert run is None  # write_setting writes no run: this test writes the live one
-    store.write_rows("runs", "live", [{
-        "run_id": "live", "started_at": pd.Timestamp.now(tz="UTC"), "command": "run",
-        "overrides_json": "[]", "setting_keys": list(keys.values()), "status": "running",
-        "n_generated": None, "n_executed": None,
-    }])  # fmt: skip
+    store.write_rows(
+        "runs",
+        "live",
+        [
+            {
+                "run_id": "live",
+                "started_at": pd.Timestamp.now(tz="UTC"),
+                "command": "run",
+                "overrides_json": "[]",
+                "setting_keys": list(keys.values()),
+                "status": "running",
+                "n_generated": None,
+                "n_executed": None,
+            }
+        ],
+    )
     with lock_held_elsewhere(tmp_path):
         code, out, _ = run_cli(["status", f"store={tmp_path}", "--json"], capsys)
     data = json.loads(out)
@@ -178,8 +222,9 @@ def test_export_all_writes_one_harness_file_per_setting(tmp_path, problem_set, c
     root = tmp_path / "store"
     canonical = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     keys = _partial_and_generated_store(root)
-    code, out, _ = run_cli(["export-generations", f"store={root}", "--all",
-                            "--out", str(tmp_path / "files")], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        ["export-generations", f"store={root}", "--all", "--out", str(tmp_path / "files")], capsys
+    )
     assert code == 0
     written = sorted(p.stem for p in (tmp_path / "files").iterdir())
     # every setting whose generations are all stored; the partial one is not a whole file
@@ -188,8 +233,17 @@ def test_export_all_writes_one_harness_file_per_setting(tmp_path, problem_set, c
     assert len(entries) == 5 and entries[0][0].startswith("from typing import List")
     assert len(json.loads((tmp_path / "files" / f"{keys['generated']}.json").read_text())) == 164
     assert len(out.strip().splitlines()) == 3
-    code, _, err = run_cli(["export-generations", f"store={root}", "--setting",
-                            keys["partial"][:12], "--out", str(tmp_path / "p.json")], capsys)  # fmt: skip
+    code, _, err = run_cli(
+        [
+            "export-generations",
+            f"store={root}",
+            "--setting",
+            keys["partial"][:12],
+            "--out",
+            str(tmp_path / "p.json"),
+        ],
+        capsys,
+    )
     assert code == 2 and "only 100 of 164 generations" in err
 
 
@@ -202,8 +256,10 @@ def test_export_of_chunked_generations_is_the_whole_setting(tmp_path, capsys):
     store.write_table("generations", f"{key}~00000", whole.slice(0, 100))
     store.write_table("generations", f"{key}~00001", whole.slice(100))
     out = tmp_path / "g.json"
-    code, _, _ = run_cli(["export-generations", "--store", str(root), "--setting", key[:12],
-                          "--out", str(out)], capsys)  # fmt: skip
+    code, _, _ = run_cli(
+        ["export-generations", "--store", str(root), "--setting", key[:12], "--out", str(out)],
+        capsys,
+    )
     assert code == 0 and len(json.loads(out.read_text())) == 164
 
 
@@ -211,12 +267,34 @@ def test_import_logs_the_score_as_a_percent_only(tmp_path, problem_set, data_env
     root = tmp_path / "store"
     source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     out = tmp_path / "generations.json"
-    assert main(["export-generations", "--store", str(root), "--setting", source[:12],
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export-generations",
+                "--store",
+                str(root),
+                "--setting",
+                source[:12],
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     with caplog.at_level("INFO"):
-        code = main(["import-generations", str(out), "--model", "tiny", f"store={root}",
-                     "--setting", "template=own", "dtype=fp32"])  # fmt: skip
+        code = main(
+            [
+                "import-generations",
+                str(out),
+                "--model",
+                "tiny",
+                f"store={root}",
+                "--setting",
+                "template=own",
+                "dtype=fp32",
+            ]
+        )
     printed = capsys.readouterr().out
     assert code == 0
     assert "pass@1 80.00%" in printed and "0.8 " not in printed
@@ -229,8 +307,10 @@ def test_import_logs_the_score_as_a_percent_only(tmp_path, problem_set, data_env
 
 def test_prompts_for_a_model_without_its_tokenizer_is_a_clear_error(env, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing can be fetched: the tokenizer is absent
-    code, out, err = run_cli(["prompts", "--template", "own", "--model",
-                              "deepseekcoder-1.3b-instruct", "--limit", "1"], capsys)  # fmt: skip
+    code, out, err = run_cli(
+        ["prompts", "--template", "own", "--model", "deepseekcoder-1.3b-instruct", "--limit", "1"],
+        capsys,
+    )
     assert code == 2 and out == ""
     assert "the tokenizer of model 'deepseekcoder-1.3b-instruct'" in err
     assert "deepseek-ai/deepseek-coder-1.3b-instruct" in err and "Traceback" not in err
@@ -249,11 +329,13 @@ def test_problems_select_task_ids_as_one_keyed_selection(env, capsys, tmp_path, 
     key = chosen["engines"][0]["settings"][0]["setting_key"]
     assert same["engines"][0]["settings"][0]["setting_key"] == key  # order does not matter
     assert whole["engines"][0]["settings"][0]["setting_key"] != key  # the selection is keyed
-    code, cut, _ = _plan(capsys, *base, "benchmark.problems=Python/0,Python/7,Python/9",
-                         "benchmark.limit=2")  # fmt: skip
+    code, cut, _ = _plan(
+        capsys, *base, "benchmark.problems=Python/0,Python/7,Python/9", "benchmark.limit=2"
+    )
     assert cut["generations"] == 2
-    code, out, _ = run_cli(["prompts", "--template", "instruct",
-                            "benchmark.problems=Python/7,Python/0"], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        ["prompts", "--template", "instruct", "benchmark.problems=Python/7,Python/0"], capsys
+    )
     assert [json.loads(line)["task_id"] for line in out.splitlines()] == ["Python/0", "Python/7"]
 
 
@@ -267,8 +349,13 @@ def test_problems_select_task_ids_as_one_keyed_selection(env, capsys, tmp_path, 
     ],
 )
 def test_bad_problem_selections_are_errors(env, capsys, tmp_path, weights, value, needle):
-    code, _, err = _plan(capsys, "model=tiny", f"model.repo_id={weights}", f"store={tmp_path}",
-                         f"benchmark.problems={value}")  # fmt: skip
+    code, _, err = _plan(
+        capsys,
+        "model=tiny",
+        f"model.repo_id={weights}",
+        f"store={tmp_path}",
+        f"benchmark.problems={value}",
+    )
     assert code == 2 and needle in err
 
 
@@ -284,15 +371,30 @@ def test_a_selection_is_stored_and_scored_with_its_problems(
     path = tmp_path / "two.json"
     path.write_text(json.dumps([[refs["Python/0"]], ["def broken(:\n"]]))
     root = tmp_path / "store"
-    code, out, _ = run_cli(["import-generations", str(path), "--model", "tiny", "--json",
-                            f"store={root}", "--setting", "template=own", "dtype=fp32",
-                            "benchmark.problems=Python/7,Python/0"], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        [
+            "import-generations",
+            str(path),
+            "--model",
+            "tiny",
+            "--json",
+            f"store={root}",
+            "--setting",
+            "template=own",
+            "dtype=fp32",
+            "benchmark.problems=Python/7,Python/0",
+        ],
+        capsys,
+    )
     assert code == 0
     key = json.loads(out)["setting_key"]
     store = Store(str(root))
     [setting] = store.read_shard("settings", key).to_pylist()
     assert (setting["problems"], setting["n_problems"], setting["benchmark_n_problems"]) == (
-        "Python/0,Python/7", 2, 164)  # fmt: skip
+        "Python/0,Python/7",
+        2,
+        164,
+    )
     assert json.loads(setting["setting_json"])["problems"] == ["Python/0", "Python/7"]
     [score] = store.read_shard("scores", key).to_pylist()
     assert (score["value"], score["n_problems"], score["problems"]) == (0.5, 2, "Python/0,Python/7")
@@ -315,16 +417,23 @@ def test_replay_path_pattern_names_one_file_per_variant_and_template(
             line = {"task_id": "Python/0", "sample_index": 0, "continuation": variant + template}
             (tmp_path / f"{variant}-{template}.jsonl").write_text(json.dumps(line) + "\n")
     pattern = f"replay_path={tmp_path}/{{variant}}-{{template}}.jsonl"
-    base = ["model=tiny", f"model.repo_id={weights}", f"store={tmp_path / 'store'}",
-            "backend=replay", "variant=tests,docs", "template=own,instruct"]  # fmt: skip
+    base = [
+        "model=tiny",
+        f"model.repo_id={weights}",
+        f"store={tmp_path / 'store'}",
+        "backend=replay",
+        "variant=tests,docs",
+        "template=own,instruct",
+    ]
     code, data, err = _plan(capsys, *base, pattern)
     assert code == 0, err
     settings = [s for e in data["engines"] for s in e["settings"]]
     assert data["n_settings"] == 4 and len({s["setting_key"] for s in settings}) == 4
     assert data["counts"]["skip"] == 0
     files = {e["replay_path"] for e in data["engines"]}
-    assert files == {str(tmp_path / f"{v}-{t}.jsonl") for v in ("tests", "docs")
-                     for t in ("own", "instruct")}  # fmt: skip
+    assert files == {
+        str(tmp_path / f"{v}-{t}.jsonl") for v in ("tests", "docs") for t in ("own", "instruct")
+    }
     (tmp_path / "docs-own.jsonl").unlink()
     code, _, err = _plan(capsys, *base, pattern)
     assert code == 2 and f"no file {tmp_path}/docs-own.jsonl" in err

@@ -38,8 +38,17 @@ def test_plan_paper60_json(env, capsys, tmp_path):
 
 
 def test_plan_shows_vllm_int8_as_skipped_with_reason(env, capsys, tmp_path):
-    code, out, _ = run_cli(["plan", "model=tiny", "grid=paper60", "backend=vllm",
-                            "seed_policy=per_sample", f"store={tmp_path}"], capsys)  # fmt: skip
+    code, out, _ = run_cli(
+        [
+            "plan",
+            "model=tiny",
+            "grid=paper60",
+            "backend=vllm",
+            "seed_policy=per_sample",
+            f"store={tmp_path}",
+        ],
+        capsys,
+    )
     assert code == 0
     assert "24 skipped" in out  # 12 int8 + 12 int4 (the harness's fp4; vLLM's 4-bit is nf4)
     assert "8-bit needs a pre-quantized checkpoint" in out

@@ -37,23 +37,39 @@ def direct(report):
     ex = pd.read_parquet(store / "executions")
     gen = pd.read_parquet(store / "generations")
     per_problem = ex.groupby(["setting_key", "task_id"])["passed"].mean()
-    frame = pd.DataFrame({
-        "pass1": per_problem.groupby("setting_key").mean() * 100,
-        "n_passed": ex.groupby("setting_key")["passed"].sum(),
-        "truncated": gen.groupby("setting_key")["prompt_truncated"].sum(),
-        "hit": gen.groupby("setting_key")["hit_length_limit"].sum(),
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "pass1": per_problem.groupby("setting_key").mean() * 100,
+            "n_passed": ex.groupby("setting_key")["passed"].sum(),
+            "truncated": gen.groupby("setting_key")["prompt_truncated"].sum(),
+            "hit": gen.groupby("setting_key")["hit_length_limit"].sum(),
+        }
+    )
     settings = pd.read_parquet(store / "settings").set_index("setting_key")
     return frame.join(settings[["model_name", "template", "decoding", "max_length", "precision"]])
 
 
 def test_every_format_is_written(report):
     out = report[1]
-    for name in ("report.md", "report.tex", "report.html", "report.json", "answers.csv",
-                 "scores_pivot.csv", "grid.csv",
-                 "literature.csv", "effects.csv", "skipped_failed.csv", "provenance_settings.csv",
-                 "provenance_runs.csv", "unobtainable.csv", "literature_unmatched.csv",
-                 "precision_spread.csv", "literature.png", "effects.png"):  # fmt: skip
+    for name in (
+        "report.md",
+        "report.tex",
+        "report.html",
+        "report.json",
+        "answers.csv",
+        "scores_pivot.csv",
+        "grid.csv",
+        "literature.csv",
+        "effects.csv",
+        "skipped_failed.csv",
+        "provenance_settings.csv",
+        "provenance_runs.csv",
+        "unobtainable.csv",
+        "literature_unmatched.csv",
+        "precision_spread.csv",
+        "literature.png",
+        "effects.png",
+    ):
         assert (out / name).is_file(), name
         assert (out / name).stat().st_size > 0
     assert (out / "literature.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -90,8 +106,11 @@ def test_the_interval_is_the_documented_bootstrap(report):
 
 
 def _md_rows(text: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("| ") and not line.startswith("| model_")]  # fmt: skip
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| model_")
+    ]
 
 
 def test_markdown_tex_and_html_show_the_same_numbers(report, direct):
@@ -194,8 +213,21 @@ def test_skipped_failed_and_provenance(report):
 
 def test_baseline_option_changes_the_effects(report, tmp_path):
     store = report[0]
-    rc = main(["report", "--store", str(store), "--out", str(tmp_path), "--format", "csv",
-               "--resamples", "10", "--baseline", "template=instruct"])  # fmt: skip
+    rc = main(
+        [
+            "report",
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path),
+            "--format",
+            "csv",
+            "--resamples",
+            "10",
+            "--baseline",
+            "template=instruct",
+        ]
+    )
     assert rc == 0
     effects = pd.read_csv(tmp_path / "effects.csv")
     assert set(effects[effects.axis == "template"].baseline_value) == {"instruct"}
@@ -209,8 +241,11 @@ def test_baseline_option_changes_the_effects(report, tmp_path):
         (["--baseline", "colour=red"], "Unknown baseline axis"),
         (["--baseline", "templte=own"], "Unknown baseline axis 'templte'. Did you mean: template?"),
         (["--baseline", "precision=int3"], "Unknown baseline precision 'int3'. Did you mean"),
-        (["--baseline", "template=instrct"], "No setting of the store has baseline template "
-         "'instrct'. Did you mean: instruct? Values in the store: instruct, own"),
+        (
+            ["--baseline", "template=instrct"],
+            "No setting of the store has baseline template "
+            "'instrct'. Did you mean: instruct? Values in the store: instruct, own",
+        ),
         (["--literature", "MISSING.csv"], "file not found"),
     ],
 )

@@ -26,16 +26,39 @@ def cells(overrides):
 
 
 def test_render_repeat_check_totals():
-    old = {("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
-           ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]}}  # fmt: skip
-    new = {("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
-           ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]}}  # fmt: skip
+    old = {
+        ("t1", 0): {"program": "p", "continuation": "c", "output_token_ids": [1, 2]},
+        ("t2", 0): {"program": "q", "continuation": "d", "output_token_ids": [3]},
+    }
+    new = {
+        ("t1", 0): {"program": "p", "continuation": "c2", "output_token_ids": [1, 2, 5]},
+        ("t2", 0): {"program": "Q", "continuation": "D", "output_token_ids": [4]},
+    }
     got = flips(old, new)
-    totals = per_backend([{"backend": "vllm", **got}, {"backend": "vllm", **got},
-                          {"backend": "hf", **flips(old, old)}])  # fmt: skip
-    text = render_repeat_check({"n_problems": 2, "per_backend": totals, "settings": [
-        {"setting_key": "k" * 64, "backend": "vllm", "precision": "fp32", "template": "yi",
-         "decoding": "greedy", "max_length": 512, **got}]})  # fmt: skip
+    totals = per_backend(
+        [
+            {"backend": "vllm", **got},
+            {"backend": "vllm", **got},
+            {"backend": "hf", **flips(old, old)},
+        ]
+    )
+    text = render_repeat_check(
+        {
+            "n_problems": 2,
+            "per_backend": totals,
+            "settings": [
+                {
+                    "setting_key": "k" * 64,
+                    "backend": "vllm",
+                    "precision": "fp32",
+                    "template": "yi",
+                    "decoding": "greedy",
+                    "max_length": 512,
+                    **got,
+                }
+            ],
+        }
+    )
     assert "vllm: flip rate 50.0% (2/4 samples, 2 setting(s))" in text and "tasks: t2" in text
 
 
@@ -44,24 +67,33 @@ def test_render_repeat_check_totals():
 
 def _write_setting(store: Store, cell, programs: list[str], passed: list[bool]) -> None:
     key, setting = cell.key, cell.setting
-    samples = [SampleRecord(f"Python/{i}", 0, "prompt", "cont", p, 10, 5, False, False)
-               for i, p in enumerate(programs)]  # fmt: skip
-    records = [ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED if ok else Outcome.FAILED,
-                               float(ok), None, None, 0.1)
-               for i, ok in enumerate(passed)]  # fmt: skip
+    samples = [
+        SampleRecord(f"Python/{i}", 0, "prompt", "cont", p, 10, 5, False, False)
+        for i, p in enumerate(programs)
+    ]
+    records = [
+        ExecutionRecord(
+            f"Python/{i}", 0, Outcome.PASSED if ok else Outcome.FAILED, float(ok), None, None, 0.1
+        )
+        for i, ok in enumerate(passed)
+    ]
     gens, execs = generation_rows(key, samples), execution_rows(key, records)
     store.write_rows("generations", key, gens)
     store.write_rows("executions", key, execs)
     store.write_rows("scores", key, [score_row(key, setting, gens, execs)])
-    store.write_rows("settings", key, [setting_row(key, setting, SettingStatus.COMPLETE, now=NOW,
-                                                   run_id="r1")])  # fmt: skip
+    store.write_rows(
+        "settings", key, [setting_row(key, setting, SettingStatus.COMPLETE, now=NOW, run_id="r1")]
+    )
 
 
 def test_compare_backends_reads_pairs_from_the_store(tmp_path):
     store = Store(str(tmp_path / "store"))
-    grid = {(c.setting.engine.backend.value, c.setting.decoding.name): c
-            for c in cells(["grid.backend=hf,vllm", "grid.decoding=greedy,t0.8",
-                            "seed_policy=per_sample"])}  # fmt: skip
+    grid = {
+        (c.setting.engine.backend.value, c.setting.decoding.name): c
+        for c in cells(
+            ["grid.backend=hf,vllm", "grid.decoding=greedy,t0.8", "seed_policy=per_sample"]
+        )
+    }
     _write_setting(store, grid["hf", "greedy"], ["a", "b", "c", "d"], [True, False, False, True])
     _write_setting(store, grid["vllm", "greedy"], ["a", "b", "C", "d"], [True, False, True, True])
     _write_setting(store, grid["hf", "t0.8"], ["a", "b", "c", "d"], [False] * 4)  # no partner

@@ -29,15 +29,18 @@ from tests.fixtures_store import write_synthetic_store
 def exported(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("eee")
     write_synthetic_store(str(root / "store"))
-    code = main(["export", "--store", str(root / "store"), "--format", "eee",
-                 "--out", str(root / "out")])
+    code = main(
+        ["export", "--store", str(root / "store"), "--format", "eee", "--out", str(root / "out")]
+    )
     assert code == 0
     return root / "store", root / "out"
 
 
 def records(out: Path, part: str) -> dict[str, dict]:
-    return {str(p.relative_to(out / part)): json.loads(p.read_text())
-            for p in sorted((out / part).rglob("*.json"))}
+    return {
+        str(p.relative_to(out / part)): json.loads(p.read_text())
+        for p in sorted((out / part).rglob("*.json"))
+    }
 
 
 def by_setting(out: Path) -> dict[str, dict]:
@@ -90,8 +93,21 @@ def test_settings_provenance_and_key_travel_in_generation_and_source_details(exp
 
 def test_exporting_twice_writes_the_same_score_files(exported, tmp_path):
     store, out = exported
-    assert main(["export", "--store", str(store), "--format", "eee", "--out", str(tmp_path),
-                 "--no-literature"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--store",
+                str(store),
+                "--format",
+                "eee",
+                "--out",
+                str(tmp_path),
+                "--no-literature",
+            ]
+        )
+        == 0
+    )
     assert records(tmp_path, "scores") == records(out, "scores")
     assert not (tmp_path / "literature").exists()
 
@@ -113,18 +129,28 @@ def test_ids_are_stable_uuid4_names_and_flat_ids_have_a_developer():
     assert name == record_uuid("humanevalfix/x/y") != record_uuid("humanevalfix/x/z")
     assert uuid.UUID(name).version == 4
     assert model_identity("deepseek-ai/deepseek-coder-1.3b-base", "m", "f") == (
-        "deepseek-ai/deepseek-coder-1.3b-base", None)
+        "deepseek-ai/deepseek-coder-1.3b-base",
+        None,
+    )
     assert model_identity("/cache/models/tiny-llama", "tiny", "tiny") == ("tiny", "tiny")
     assert model_identity(None, "SWE-agent w/ GPT-4", None) == ("SWE-agent w_ GPT-4", "local")
 
 
 def test_a_new_token_limit_is_max_tokens_and_missing_values_are_left_out():
-    setting = {"length_semantics": "new_tokens", "max_length": 1024, "temperature": 0.2,
-               "top_p": float("nan"), "setting_key": "k"}
+    setting = {
+        "length_semantics": "new_tokens",
+        "max_length": 1024,
+        "temperature": 0.2,
+        "top_p": float("nan"),
+        "setting_key": "k",
+    }
     config = generation_config(setting, None)
     assert config["generation_args"] == {"max_tokens": 1024, "temperature": 0.2}
-    assert config["additional_details"] == {"length_semantics": "new_tokens",
-                                            "max_length": "1024", "setting_key": "k"}
+    assert config["additional_details"] == {
+        "length_semantics": "new_tokens",
+        "max_length": "1024",
+        "setting_key": "k",
+    }
     assert strings({"a": None, "b": float("nan"), "c": True, "d": 2.0}) == {"c": "true", "d": "2"}
 
 
@@ -144,9 +170,13 @@ def validate(root: Path) -> list:
     files = sorted(root.rglob("*.json"))
     available = {str(p.relative_to(root)) for p in files}
     return [
-        core.validate_file(p, repo_path=str(p.relative_to(root)), available_files=available,
-                           read_repo_file=lambda rel: (root / rel).read_text(),
-                           run_semantic_checks=True)
+        core.validate_file(
+            p,
+            repo_path=str(p.relative_to(root)),
+            available_files=available,
+            read_repo_file=lambda rel: (root / rel).read_text(),
+            run_semantic_checks=True,
+        )
         for p in files
     ]
 

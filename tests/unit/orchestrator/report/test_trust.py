@@ -24,8 +24,9 @@ def literature_csv(tmp_path: Path, values: list[str]) -> str:
     path = tmp_path / "lit.csv"
     lines = [",".join(COLUMNS)]
     for i, value in enumerate(values):
-        lines.append(f"DeepSeekCoder-Instruct 1.3B,DeepSeekCoder,1.3,instruct,{value},src{i},t,"
-                     "T1,notes,x")  # fmt: skip
+        lines.append(
+            f"DeepSeekCoder-Instruct 1.3B,DeepSeekCoder,1.3,instruct,{value},src{i},t,T1,notes,x"
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
 
@@ -107,8 +108,10 @@ def test_the_report_is_the_same_after_the_models_yaml_is_edited_or_deleted(
     for cell in expand_grid(config, problem_set.sha256, Environment()):
         writer.started(cell.key, cell.setting)
         writer.generated(cell.key, cell.setting, generated(cell.key, n=2))
-        records = tuple(ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED, 1.0, None, None, 0.1)
-                        for i in range(2))  # fmt: skip
+        records = tuple(
+            ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED, 1.0, None, None, 0.1)
+            for i in range(2)
+        )
         writer.executed(cell.key, cell.setting, ExecutionBatch(records, {"python": "x"}))
     before = _report_json(store.uri, tmp_path / "r0", capsys)
     sweeps = tmp_path / "sweeps"

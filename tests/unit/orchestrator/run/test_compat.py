@@ -36,8 +36,12 @@ def test_versions_match(driver, cluster, level, ok):
 
 def test_a_mismatch_names_both_versions_and_the_ways_out():
     with pytest.raises(ClusterError) as e:
-        check_cluster_versions(Versions("3.12.1", "2.60.0"), Versions("3.11.14", "2.60.0"),
-                               "head:6379", MatchLevel.MINOR)
+        check_cluster_versions(
+            Versions("3.12.1", "2.60.0"),
+            Versions("3.11.14", "2.60.0"),
+            "head:6379",
+            MatchLevel.MINOR,
+        )
     message = str(e.value)
     assert "Python 3.11.14" in message and "Python 3.12.1" in message
     assert "Python 3.11 and ray==2.60.0" in message
@@ -45,8 +49,9 @@ def test_a_mismatch_names_both_versions_and_the_ways_out():
 
 
 def test_matching_versions_pass():
-    check_cluster_versions(Versions("3.11.7", "2.60.0"), Versions("3.11.7", "2.60.0"), "h:1",
-                           MatchLevel.PATCH)
+    check_cluster_versions(
+        Versions("3.11.7", "2.60.0"), Versions("3.11.7", "2.60.0"), "h:1", MatchLevel.PATCH
+    )
 
 
 def test_match_level_by_address_and_setting():

@@ -62,10 +62,13 @@ def test_vllm_int8_and_fp4_are_explicit_skips_and_auto_routes_them_to_hf():
     assert {("int8", "hf"), ("int4", "hf"), ("none", "vllm")} <= by_quant
     assert ("int8", "vllm") not in by_quant and ("int4", "vllm") not in by_quant
     # vLLM's in-flight 4-bit is nf4: an nf4 setting may run there
-    nf4 = cells(["grid=paper60", "backend=auto", "seed_policy=per_sample",
-                 "bnb_4bit_quant_type=nf4"], Environment(vllm_installed=True))  # fmt: skip
-    assert ("int4", "vllm") in {(c.setting.engine.quant.value, c.setting.engine.backend.value)
-                                for c in nf4}  # fmt: skip
+    nf4 = cells(
+        ["grid=paper60", "backend=auto", "seed_policy=per_sample", "bnb_4bit_quant_type=nf4"],
+        Environment(vllm_installed=True),
+    )
+    assert ("int4", "vllm") in {
+        (c.setting.engine.quant.value, c.setting.engine.backend.value) for c in nf4
+    }
 
 
 def test_auto_without_vllm_installed_uses_hf():
@@ -74,10 +77,23 @@ def test_auto_without_vllm_installed_uses_hf():
 
 
 def test_precision_maps_to_dtype_and_quant_like_the_harness():
-    grid = cells(["grid=paper60", "grid.precision=int8,int4", "grid.template=own",
-                  "grid.decoding=greedy", "grid.max_length=2048"])  # fmt: skip
-    engines = {(c.setting.engine.dtype.value, c.setting.engine.quant.value,
-                c.setting.engine.bnb_4bit_quant_type.value) for c in grid}  # fmt: skip
+    grid = cells(
+        [
+            "grid=paper60",
+            "grid.precision=int8,int4",
+            "grid.template=own",
+            "grid.decoding=greedy",
+            "grid.max_length=2048",
+        ]
+    )
+    engines = {
+        (
+            c.setting.engine.dtype.value,
+            c.setting.engine.quant.value,
+            c.setting.engine.bnb_4bit_quant_type.value,
+        )
+        for c in grid
+    }
     assert engines == {("fp16", "int8", "fp4"), ("fp16", "int4", "fp4")}
 
 

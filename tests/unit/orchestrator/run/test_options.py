@@ -29,10 +29,14 @@ TINY = ["model=tiny"]
         (["seed=-1"], ["seed must be an integer >= 0", "NumPy"]),
         (["n_samples=0"], ["n_samples"]),
         (["grid.max_length=512,0"], ["max_length", "got '0'"]),
-        (["decoding=hot", "+decodings.hot={do_sample:true,temperature:0.5,top_p:1.5,top_k:0}"],
-         ["decodings.hot.top_p", "<= 1"]),
-        (["decoding=hot", "+decodings.hot={do_sample:true,temperature:0,top_p:0.9,top_k:0}"],
-         ["decodings.hot.temperature", "> 0"]),
+        (
+            ["decoding=hot", "+decodings.hot={do_sample:true,temperature:0.5,top_p:1.5,top_k:0}"],
+            ["decodings.hot.top_p", "<= 1"],
+        ),
+        (
+            ["decoding=hot", "+decodings.hot={do_sample:true,temperature:0,top_p:0.9,top_k:0}"],
+            ["decodings.hot.temperature", "> 0"],
+        ),
         (["decodings.t0.2.top_p=0.5"], ["Unknown config key under 'decodings' 't0'", "t0.2"]),
     ],
 )
@@ -66,8 +70,15 @@ def test_typos_are_errors_with_a_suggestion(overrides, needle):
 
 
 def test_valid_values_pass_and_keep_their_types():
-    config = load_run_config([*TINY, "benchmark.limit=16", "execution.timeout_s=3",
-                              "cluster.num_gpus=0", "execution.workers=null"])  # fmt: skip
+    config = load_run_config(
+        [
+            *TINY,
+            "benchmark.limit=16",
+            "execution.timeout_s=3",
+            "cluster.num_gpus=0",
+            "execution.workers=null",
+        ]
+    )
     assert config.benchmark.limit == 16 and isinstance(config.benchmark.limit, int)
     assert config.limits.timeout_s == 3.0 and config.cluster.num_gpus == 0
     assert config.exec_workers is None
@@ -101,11 +112,18 @@ def test_every_numeric_option_of_the_root_config_has_a_range():
 
 @pytest.mark.parametrize(
     ("value", "spec", "ok"),
-    [(1, Range(int, 1), True), (0, Range(int, 1), False), (None, Range(int, 1), False),
-     (None, Range(int, 1, nullable=True), True), (0.0, Range(float, 0, low_open=True), False),
-     (1e-9, Range(float, 0, low_open=True), True), (True, Range(int, 0), False),
-     (float("nan"), Range(float, 0), False), ("7", Range(int, 1, 10), True)],
-)  # fmt: skip
+    [
+        (1, Range(int, 1), True),
+        (0, Range(int, 1), False),
+        (None, Range(int, 1), False),
+        (None, Range(int, 1, nullable=True), True),
+        (0.0, Range(float, 0, low_open=True), False),
+        (1e-9, Range(float, 0, low_open=True), True),
+        (True, Range(int, 0), False),
+        (float("nan"), Range(float, 0), False),
+        ("7", Range(int, 1, 10), True),
+    ],
+)
 def test_number_table(value, spec, ok):
     if ok:
         number("k", value, spec)

@@ -21,7 +21,7 @@ from workers.spec import (
     SandboxLimits,
     SettingGenerations,
     WorkerInfo,
-)  # fmt: skip
+)
 
 INFO = EngineInfo(BackendName.FAKE, "fake", "cpu", "float32", "r", "", None, "</s>", {})
 
@@ -37,18 +37,21 @@ ENVIRONMENT = {"isolation": "full", "python": "CPython 3.11.7"}
 
 
 def executed(n: int = 3, passed: int = 2) -> ExecutionBatch:
-    return ExecutionBatch(tuple(
-        ExecutionRecord(
-            f"Python/{i}",
-            0,
-            Outcome.PASSED if i < passed else Outcome.FAILED,
-            1.0 if i < passed else 0.0,
-            None,
-            None,
-            0.1,
-        )  # fmt: skip
-        for i in range(n)
-    ), ENVIRONMENT)
+    return ExecutionBatch(
+        tuple(
+            ExecutionRecord(
+                f"Python/{i}",
+                0,
+                Outcome.PASSED if i < passed else Outcome.FAILED,
+                1.0 if i < passed else 0.0,
+                None,
+                None,
+                0.1,
+            )
+            for i in range(n)
+        ),
+        ENVIRONMENT,
+    )
 
 
 @pytest.fixture
@@ -124,12 +127,20 @@ def test_writer_keeps_provenance_and_counts_generation_attempts(cells, tmp_path,
     # the facts a report needs, fixed at run time
     assert (row["n_problems"], row["benchmark_n_problems"]) == (3, 164)
     assert (row["template_kind"], row["model_own_template"]) == (
-        "own" if cell.setting.template == "yi" else cell.setting.template, "yi")
+        "own" if cell.setting.template == "yi" else cell.setting.template,
+        "yi",
+    )
 
 
-@pytest.mark.parametrize(("error_type", "action"),
-                         [("ActorDiedError", Action.GENERATE), ("NodeDiedError", Action.GENERATE),
-                          ("RuntimeError", Action.FAILED), ("Timeout", Action.FAILED)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("error_type", "action"),
+    [
+        ("ActorDiedError", Action.GENERATE),
+        ("NodeDiedError", Action.GENERATE),
+        ("RuntimeError", Action.FAILED),
+        ("Timeout", Action.FAILED),
+    ],
+)
 def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(
     cells, tmp_path, error_type, action, writer_for
 ):

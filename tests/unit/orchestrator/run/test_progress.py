@@ -40,8 +40,9 @@ def test_off_a_terminal_a_line_per_engine_every_interval(caplog):
         for second in range(1, 95):  # one long setting, no chunk stored for 94 s
             clock.now += 1
             done = min(second, 40)
-            progress.replica("e", 0, {"phase": "generating", "chunk_done": done,
-                                      "chunk_tokens": 10 * done})  # fmt: skip
+            progress.replica(
+                "e", 0, {"phase": "generating", "chunk_done": done, "chunk_tokens": 10 * done}
+            )
             progress.tick()
     lines = [r.message for r in caplog.records if "samples (" in r.message]
     assert len(lines) == 3  # at 30, 60 and 90 s

@@ -21,8 +21,14 @@ from tests.fixtures_store import write_canonical_store
 
 
 def _gen(key: str, task: str, index: int, program: str) -> dict:
-    return {"setting_key": key, "task_id": task, "sample_index": index, "prompt": "",
-            "continuation": "", "program": program}  # fmt: skip
+    return {
+        "setting_key": key,
+        "task_id": task,
+        "sample_index": index,
+        "prompt": "",
+        "continuation": "",
+        "program": program,
+    }
 
 
 def test_export_is_one_list_per_problem_in_dataset_order(tmp_path):
@@ -78,15 +84,38 @@ def test_round_trip_through_the_sandbox_gives_the_same_pass1(
     root = tmp_path / "store"
     source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     out = tmp_path / "generations.json"
-    assert main(["export-generations", "--store", str(root), "--setting", source[:12],
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "export-generations",
+                "--store",
+                str(root),
+                "--setting",
+                source[:12],
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     entries = json.loads(out.read_text())
     assert len(entries) == 5 and all(len(e) == 1 for e in entries)
     assert entries[0][0].startswith("from typing import List\n\n\ndef has_close_elements")
 
-    args = ["import-generations", str(out), "--model", "tiny", "--store", str(root), "--json",
-            "--setting", "template=own", "decoding=greedy", "max_length=2048",
-            "dtype=fp32"]  # fmt: skip
+    args = [
+        "import-generations",
+        str(out),
+        "--model",
+        "tiny",
+        "--store",
+        str(root),
+        "--json",
+        "--setting",
+        "template=own",
+        "decoding=greedy",
+        "max_length=2048",
+        "dtype=fp32",
+    ]
     capsys.readouterr()
     assert main(args) == 0
     outcome = json.loads(capsys.readouterr().out)
@@ -122,11 +151,24 @@ def test_import_refuses_a_sweep_and_a_limit_mismatch(tmp_path, data_env, capsys)
     path = tmp_path / "g.json"
     write_generations_json([["def f():\n    pass\n"]] * 3, path)
     store = ["--store", str(tmp_path / "s")]
-    assert main(["import-generations", str(path), "--model", "tiny", *store,
-                 "--setting", "template=own,instruct"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "import-generations",
+                str(path),
+                "--model",
+                "tiny",
+                *store,
+                "--setting",
+                "template=own,instruct",
+            ]
+        )
+        == 2
+    )
     assert "scores one setting" in capsys.readouterr().err
-    assert main(["import-generations", str(path), "benchmark.limit=4", "--model", "tiny",
-                 *store]) == 2  # fmt: skip
+    assert (
+        main(["import-generations", str(path), "benchmark.limit=4", "--model", "tiny", *store]) == 2
+    )
     assert "the file has 3 problems but the setting selects 4" in capsys.readouterr().err
     assert main(["import-generations", str(path), "--model", "nonexistent", *store]) == 2
     assert "Unknown model" in capsys.readouterr().err

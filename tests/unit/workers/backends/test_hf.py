@@ -20,7 +20,7 @@ from workers.spec import (  # noqa: E402
     Quant,
     SamplingSpec,
     Tuning,
-)  # fmt: skip
+)
 
 GREEDY = SamplingSpec(False, 1.0, 1.0, 0, None)
 STOP = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\nassert", "<|endoftext|>")

@@ -27,9 +27,15 @@ def test_hub_loading_downloads_the_raw_jsonl_at_the_pinned_revision(
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     loaded = load_hub(revision="abc123")
-    assert calls == [{"repo_id": "bigcode/humanevalpack", "repo_type": "dataset",
-                      "filename": "data/python/data/humanevalpack.jsonl", "revision": "abc123",
-                      "cache_dir": None}]  # fmt: skip
+    assert calls == [
+        {
+            "repo_id": "bigcode/humanevalpack",
+            "repo_type": "dataset",
+            "filename": "data/python/data/humanevalpack.jsonl",
+            "revision": "abc123",
+            "cache_dir": None,
+        }
+    ]
     assert loaded.sha256 == problem_set.sha256
     assert loaded.source == "hf://bigcode/humanevalpack@abc123/data/python/data/humanevalpack.jsonl"
 

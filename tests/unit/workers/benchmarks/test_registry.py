@@ -35,15 +35,24 @@ def test_a_third_benchmark_plans_through_the_unchanged_driver(env, capsys, tmp_p
     monkeypatch.setitem(
         registry.BENCHMARKS, "toy", "tests.unit.workers.benchmarks.toy_benchmark:TOY"
     )
-    args = ["plan", "--json", "model=tiny", "benchmark.name=toy", "benchmark.variant=v1",
-            "template=own,plain", "decoding=greedy,t0.2", f"store={tmp_path}"]  # fmt: skip
+    args = [
+        "plan",
+        "--json",
+        "model=tiny",
+        "benchmark.name=toy",
+        "benchmark.variant=v1",
+        "template=own,plain",
+        "decoding=greedy,t0.2",
+        f"store={tmp_path}",
+    ]
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     settings = [s for e in data["engines"] for s in e["settings"]]
     # own resolves to the toy's "plain" (one cell), and the toy's own skip rule applies
     assert sorted((s["template"], s["decoding"], s["action"]) for s in settings) == [
-        ("plain", "greedy", "generate"), ("plain", "t0.2", "skip"),
-    ]  # fmt: skip
+        ("plain", "greedy", "generate"),
+        ("plain", "t0.2", "skip"),
+    ]
     assert data["generations"] == 2  # the toy's two problems
     assert main([*args[:-1], "template=fancy", f"store={tmp_path}"]) == 2
     assert "Unknown template 'fancy'" in capsys.readouterr().err

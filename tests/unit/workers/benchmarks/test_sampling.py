@@ -16,7 +16,7 @@ from workers.spec import (
     SettingSpec,
     StopRule,
     Tuning,
-)  # fmt: skip
+)
 
 MODEL = ModelSpec("m", "org/m", "rev", "fam", 1.0, Tuning.BASE, "instruct")
 BASE = SettingSpec(
@@ -38,8 +38,9 @@ def test_harness_seeding_is_one_request_for_all_samples_from_the_global_stream()
 
 def test_per_sample_seeds_come_from_the_key_task_and_index():
     setting = dataclasses.replace(BASE, seed_policy=SeedPolicy.PER_SAMPLE)
-    reqs = problem_requests(setting, "k", "Python/1", "p", (), add_special_tokens=False,
-                            stop_rule=StopRule.STOP_WORDS)  # fmt: skip
+    reqs = problem_requests(
+        setting, "k", "Python/1", "p", (), add_special_tokens=False, stop_rule=StopRule.STOP_WORDS
+    )
     assert [r.sample_offset for r in reqs] == [0, 1, 2]
     assert [r.sampling.seed for r in reqs] == [sample_seed("k", "Python/1", i) for i in range(3)]
     assert all(r.n_samples == 1 and not r.add_special_tokens for r in reqs)

@@ -41,9 +41,14 @@ class Toy:
         out: list[GenRequest] = []
         for task_id in self.problem_ids()[: setting.benchmark.limit]:
             out += problem_requests(
-                setting, key, task_id, PROBLEMS[task_id][0], ("\n",),
-                add_special_tokens=True, stop_rule=StopRule.STOP_WORDS,
-            )  # fmt: skip
+                setting,
+                key,
+                task_id,
+                PROBLEMS[task_id][0],
+                ("\n",),
+                add_special_tokens=True,
+                stop_rule=StopRule.STOP_WORDS,
+            )
         return out
 
     def samples(

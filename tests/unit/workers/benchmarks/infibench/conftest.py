@@ -28,10 +28,23 @@ def dev_suite(infibench_dir):
     return load_dev_suite(infibench_dir)
 
 
-def make_case(grading: dict, *, lang: str = "python", files: dict[str, str] | None = None,
-              case_id: str = "9-9-9", **fields) -> Case:  # fmt: skip
+def make_case(
+    grading: dict,
+    *,
+    lang: str = "python",
+    files: dict[str, str] | None = None,
+    case_id: str = "9-9-9",
+    **fields,
+) -> Case:
     """A one-off case from a `grading:` dict, parsed exactly like a suite file."""
-    config = {"id": case_id, "prompt_path": f"prompt_{case_id}.txt", "type": "code completion",
-              "lang": lang, **fields, "grading": grading}  # fmt: skip
-    return parse_case(f"cases/eval_{case_id}.yaml", yaml.safe_dump(config), "question?",
-                      files or {})  # fmt: skip
+    config = {
+        "id": case_id,
+        "prompt_path": f"prompt_{case_id}.txt",
+        "type": "code completion",
+        "lang": lang,
+        **fields,
+        "grading": grading,
+    }
+    return parse_case(
+        f"cases/eval_{case_id}.yaml", yaml.safe_dump(config), "question?", files or {}
+    )

@@ -30,8 +30,10 @@ def test_group_best(scores, expected):
 
 
 def official_scores(frame: pd.DataFrame) -> list[ResponseScore]:
-    return [ResponseScore(r.case_path, r.case_id, r.sample_idx, SCORED, r.score)
-            for r in frame.itertuples()]  # fmt: skip
+    return [
+        ResponseScore(r.case_path, r.case_id, r.sample_idx, SCORED, r.score)
+        for r in frame.itertuples()
+    ]
 
 
 def test_dev_total_from_official_per_response_scores(dev_suite, infibench_dir):
@@ -43,14 +45,19 @@ def test_dev_total_from_official_per_response_scores(dev_suite, infibench_dir):
     # every Lang: and Type: row of the official table
     table = (infibench_dir / DEV_SUITE_DIR / "example_table_gpt-3.5-turbo.txt").read_text()
     pattern = r"(Lang|Type): ([^|]+)\| ([\d.]+) +±([\d.]+) \|[^|]+\| ([\d.]+)"
-    rows = {kind + name.strip(): (float(mean), float(std), float(full))
-            for kind, name, mean, std, full in re.findall(pattern, table)}  # fmt: skip
+    rows = {
+        kind + name.strip(): (float(mean), float(std), float(full))
+        for kind, name, mean, std, full in re.findall(pattern, table)
+    }
     ours = {"Lang" + g.name: g for g in report.by_lang}
     ours |= {"Type" + g.name: g for g in report.by_type}
     assert set(rows) == set(ours) and len(rows) == 17 + 4
     for key, (mean, std, full) in rows.items():
         assert (round(ours[key].mean, 2), round(ours[key].std, 2), ours[key].full_score) == (
-            mean, std, full), key  # fmt: skip
+            mean,
+            std,
+            full,
+        ), key
 
 
 def test_v21_totals_of_three_models(v21_suite, infibench_dir):
@@ -61,26 +68,38 @@ def test_v21_totals_of_three_models(v21_suite, infibench_dir):
         report = aggregate(v21_suite, official_scores(rows))
         want = expected.loc[model]
         assert report.overall.group_totals == pytest.approx(
-            (want.group0_total, want.group1_total, want.group2_total), abs=1e-6)  # fmt: skip
+            (want.group0_total, want.group1_total, want.group2_total), abs=1e-6
+        )
         assert round(report.overall.pct, 4) == want.score_pct
         assert round(report.overall.std_pct, 4) == want.std_pct
 
 
 def test_sample_std_and_statuses():
-    a, b, c, d = (make_case({"keywords": ["x"]}, case_id=f"0-0-{i}", lang=lang)
-                  for i, lang in enumerate(["python", "python", "r", "go"]))  # fmt: skip
+    a, b, c, d = (
+        make_case({"keywords": ["x"]}, case_id=f"0-0-{i}", lang=lang)
+        for i, lang in enumerate(["python", "python", "r", "go"])
+    )
     suite = suite_from_cases([a, b, c, d])
 
     def rows(case, values, status=SCORED):
-        return [ResponseScore(case.case_path, case.case_id, i, status,
-                              None if status is ResponseStatus.TOOLCHAIN_MISSING else v,
-                              missing_executors=("r",) if case is c else ())
-                for i, v in enumerate(values)]  # fmt: skip
+        return [
+            ResponseScore(
+                case.case_path,
+                case.case_id,
+                i,
+                status,
+                None if status is ResponseStatus.TOOLCHAIN_MISSING else v,
+                missing_executors=("r",) if case is c else (),
+            )
+            for i, v in enumerate(values)
+        ]
 
-    scores = (rows(a, [1.0] * 10 + [0.0] * 10 + [0.5] * 10)
-              + rows(b, [0.5] * 30)
-              + rows(c, [0.0] * 30, ResponseStatus.TOOLCHAIN_MISSING)
-              + rows(d, [1.0] * 30, ResponseStatus.ERROR))  # fmt: skip
+    scores = (
+        rows(a, [1.0] * 10 + [0.0] * 10 + [0.5] * 10)
+        + rows(b, [0.5] * 30)
+        + rows(c, [0.0] * 30, ResponseStatus.TOOLCHAIN_MISSING)
+        + rows(d, [1.0] * 30, ResponseStatus.ERROR)
+    )
     report = aggregate(suite, scores)
     totals = (1.5, 0.5, 1.0)
     assert report.overall.group_totals == totals
@@ -102,16 +121,23 @@ def test_case_without_responses_gets_null_score():
 
 
 def test_metric_breakdown_uses_each_groups_best_response():
-    case = make_case({"keywords": ["a", "b"], "blank_filling": {"template": "x [blank]",
-                      "targets": ["1", "2"][:1]}, "max_score": 2.0}, case_id="0-0-1")  # fmt: skip
+    case = make_case(
+        {
+            "keywords": ["a", "b"],
+            "blank_filling": {"template": "x [blank]", "targets": ["1", "2"][:1]},
+            "max_score": 2.0,
+        },
+        case_id="0-0-1",
+    )
 
     def response(i, kw, blank):
         metrics = (
             MetricScore("keywords", kw, 2.0, None, "keywords"),
             MetricScore("blank_filling", blank, 1.0, None, "blank_filling"),
         )
-        return ResponseScore(case.case_path, case.case_id, i, SCORED, min(kw + blank, 2) / 2,
-                             metrics)  # fmt: skip
+        return ResponseScore(
+            case.case_path, case.case_id, i, SCORED, min(kw + blank, 2) / 2, metrics
+        )
 
     # best raw points wins (3 > 2 although both clip to 1.0); later sample on ties
     scores = [response(0, 2.0, 0.0), response(1, 2.0, 1.0)] + [

@@ -51,12 +51,20 @@ TEMPLATE = "x = [blank];\ny = [blank];"
 @pytest.mark.parametrize(
     ("targets", "response", "earned", "details"),
     [
-        (["5", "6"], "x = 5;\ny = 6;", 2.0,
-         ["matched: response string: 5, ans: 5", "matched: response string: 6, ans: 6"]),
+        (
+            ["5", "6"],
+            "x = 5;\ny = 6;",
+            2.0,
+            ["matched: response string: 5, ans: 5", "matched: response string: 6, ans: 6"],
+        ),
         # quotes, backticks and spaces are stripped; the default escape has no newline
         (["5", "6"], "x = '5';\ny = `6`;", 2.0, None),
-        (["5", "6"], "x = 5\n;\ny = 6;", 1.0,
-         ["unmatched: response string: 5\n, ans: 5", "matched: response string: 6, ans: 6"]),
+        (
+            ["5", "6"],
+            "x = 5\n;\ny = 6;",
+            1.0,
+            ["unmatched: response string: 5\n, ans: 5", "matched: response string: 6, ans: 6"],
+        ),
         # alternatives: the first that matches earns the weight
         ([{"content": ["4", "5"], "weight": 2.0}, "6"], "x = 5;\ny = 6;", 3.0, None),
         # a regex alternative must match the whole blank (fullmatch)
@@ -66,12 +74,16 @@ TEMPLATE = "x = [blank];\ny = [blank];"
         ([{"content": "5", "substr_match": True}, "6"], "x = 15;\ny = 6;", 2.0, None),
         ([{"content": "ABC", "to_lower": True}, "6"], "x = abc;\ny = 6;", 2.0, None),
         # dict content: only the literal key names are accepted (3-12-535 ...)
-        ([{"content": {"or": ["5", "7"]}}, "6"], "x = 5;\ny = 6;", 1.0,
-         ["unmatched: response string: 5, ans: or", "matched: response string: 6, ans: 6"]),
+        (
+            [{"content": {"or": ["5", "7"]}}, "6"],
+            "x = 5;\ny = 6;",
+            1.0,
+            ["unmatched: response string: 5, ans: or", "matched: response string: 6, ans: 6"],
+        ),
         ([{"content": {"or": ["5", "7"]}}, "6"], "x = or;\ny = 6;", 2.0, None),
         ([{"content": {"content": "5"}}, "6"], "x = content;\ny = 6;", 2.0, None),
     ],
-)  # fmt: skip
+)
 def test_blank_targets(targets, response, earned, details):
     result = blanks(TEMPLATE, targets, response)
     assert result.earned == earned

@@ -37,15 +37,21 @@ def test_availability_lists_every_executor(available):
         ("assert 1 + 1 == 2", True, "passed"),
         ("assert 1 + 1 == 3", False, "failed: "),
         # exec(program, {}): __name__ is 'builtins', so a main guard does not run
-        ("if __name__ == '__main__':\n    raise SystemExit(1)\nassert __name__ == 'builtins'",
-         True, "passed"),
+        (
+            "if __name__ == '__main__':\n    raise SystemExit(1)\nassert __name__ == 'builtins'",
+            True,
+            "passed",
+        ),
         ("import sys\nsys.exit(0)", False, "failed: 0"),  # SystemExit is a failure
         ("import os\nos._exit(0)", False, "failed: returncode: 0"),  # never reported "passed"
-        ("import pandas as pd, numpy as np, yolk, openpyxl, xlsxwriter\nassert pd and np",
-         True, "passed"),
+        (
+            "import pandas as pd, numpy as np, yolk, openpyxl, xlsxwriter\nassert pd and np",
+            True,
+            "passed",
+        ),
         ("while True:\n    pass", False, "timed out"),
     ],
-)  # fmt: skip
+)
 def test_python_executor(available, code, passed, result):
     needs(available, "python")
     outcome = run_program(Program("python", code, timeout_s=2.0))
@@ -56,19 +62,31 @@ def test_python_executor(available, code, passed, result):
 @pytest.mark.parametrize(
     ("lang", "good", "bad"),
     [
-        ("javascript", "const {JSDOM} = require('jsdom'); new JSDOM('<p>x</p>');",
-         "require('node:assert').strictEqual(1, 2);"),
+        (
+            "javascript",
+            "const {JSDOM} = require('jsdom'); new JSDOM('<p>x</p>');",
+            "require('node:assert').strictEqual(1, 2);",
+        ),
         # type errors do not fail the test: only node's exit status counts
         ("typescript", "let x: number = 'a' as any; console.log(x);", "throw new Error('x');"),
-        ("cpp", "#include <boost/any.hpp>\nint main() { boost::any a = 1; return 0; }",
-         "int main() { return 3; }"),
-        ("java", "public class Main { public static void main(String[] a) {} }",
-         "public class Main { public static void main(String[] a) { System.exit(1); } }"),
-        ("go", "package main\nfunc main() {}",
-         "package main\nimport \"os\"\nfunc main() { os.Exit(1) }"),
+        (
+            "cpp",
+            "#include <boost/any.hpp>\nint main() { boost::any a = 1; return 0; }",
+            "int main() { return 3; }",
+        ),
+        (
+            "java",
+            "public class Main { public static void main(String[] a) {} }",
+            "public class Main { public static void main(String[] a) { System.exit(1); } }",
+        ),
+        (
+            "go",
+            "package main\nfunc main() {}",
+            'package main\nimport "os"\nfunc main() { os.Exit(1) }',
+        ),
         ("r", "library(assert)\nassert(1 == 1)", "stop('x')"),
     ],
-)  # fmt: skip
+)
 def test_compiled_and_script_executors(available, lang, good, bad):
     needs(available, lang)
     assert run_program(Program(lang, good, timeout_s=60.0)).passed

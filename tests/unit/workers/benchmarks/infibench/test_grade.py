@@ -42,13 +42,19 @@ def fake_runner(passing: set[str]):
         ({"keywords": ["a", "b", "c", "d"]}, "a b", 0.5),
         ({"keywords": ["a", "b", "c", "d"], "max_score": 2.0}, "a b c", 1.0),  # min(3, 2) / 2
         ({"keywords": ["a", "b", "c", "d"], "max_score": 2.0}, "a", 0.5),
-        ({"keywords": [{"content": "x", "neg": True, "weight": 3.0}, "a"], "min_score": 0.0},
-         "x", 0.0),
+        (
+            {"keywords": [{"content": "x", "neg": True, "weight": 3.0}, "a"], "min_score": 0.0},
+            "x",
+            0.0,
+        ),
         ({"keywords": [{"content": "x", "neg": True, "weight": 3.0}, "a"]}, "x", -3.0),
-        ({"keywords": [{"content": "x", "neg": True, "weight": 3.0}, "a"], "min_score": -1.0},
-         "x", -1.0),
+        (
+            {"keywords": [{"content": "x", "neg": True, "weight": 3.0}, "a"], "min_score": -1.0},
+            "x",
+            -1.0,
+        ),
     ],
-)  # fmt: skip
+)
 def test_totals_and_clipping(grading, response, score):
     result = grade_response(make_case(grading), response)
     assert (result.status, result.score) == (ResponseStatus.SCORED, score)
@@ -99,9 +105,17 @@ def test_sandbox_failures_propagate():
 
 @pytest.mark.parametrize(
     ("text", "graded"),
-    [("", "nan"), ("NA", "nan"), ("None", "nan"), ("null", "nan"), ("nan", "nan"),
-     (" ", " "), ("NA.", "NA."), ("0", "0")],
-)  # fmt: skip
+    [
+        ("", "nan"),
+        ("NA", "nan"),
+        ("None", "nan"),
+        ("null", "nan"),
+        ("nan", "nan"),
+        (" ", " "),
+        ("NA.", "NA."),
+        ("0", "0"),
+    ],
+)
 def test_pandas_na_cells_are_graded_as_nan(text, graded):
     assert official_response_text(text) == graded
 
@@ -110,8 +124,9 @@ def test_empty_response_is_graded_as_nan():
     case = make_case({"keywords": ["nan"]})
     (scored,) = score_responses(case_suite(case), [{"filename": case.case_path, "completion": ""}])
     assert scored.score == 1.0
-    (raw,) = score_responses(case_suite(case), [ResponseInput(case.case_path, 0, "")],
-                             nan_quirk=False)  # fmt: skip
+    (raw,) = score_responses(
+        case_suite(case), [ResponseInput(case.case_path, 0, "")], nan_quirk=False
+    )
     assert raw.score == 0.0
 
 
@@ -122,8 +137,10 @@ def case_suite(*cases):
 def test_identical_programs_run_once_and_rows_are_json():
     case = make_case({"unit_test": {"tests": ["T1", "T2"]}}, lang="javascript")
     run = fake_runner({"ok"})
-    rows = [{"case_path": case.case_path, "sample_index": i, "completion": text}
-            for i, text in enumerate(["ok()", "ok()", "```js\nok()\n```", "bad()"])]  # fmt: skip
+    rows = [
+        {"case_path": case.case_path, "sample_index": i, "completion": text}
+        for i, text in enumerate(["ok()", "ok()", "```js\nok()\n```", "bad()"])
+    ]
     scores = score_responses(case_suite(case), rows, run=run, available=ALL, workers=2)
     assert [s.score for s in scores] == [1.0, 1.0, 1.0, 0.0]
     # 3 distinct programs (unfenced "ok()" twice, fenced "ok()", "bad()") x 2 tests
@@ -138,21 +155,27 @@ def test_rows_without_sample_index_are_numbered_per_case():
     rows = [{"filename": c.case_path, "completion": "x"} for c in (a, b, a)]
     scores = score_responses(case_suite(a, b), rows)
     assert [(s.case_id, s.sample_index) for s in scores] == [
-        ("1-1-1", 0), ("9-9-9", 0), ("1-1-1", 1)]  # fmt: skip
+        ("1-1-1", 0),
+        ("9-9-9", 0),
+        ("1-1-1", 1),
+    ]
     with pytest.raises(KeyError, match="unknown case"):
         score_responses(case_suite(a), [{"filename": "cases/eval_nope.yaml", "completion": ""}])
 
 
 def test_unscorable_cases(v21_suite):
     missing = unscorable_cases(v21_suite, {**ALL, "r": False, "go": False})
-    assert missing == {"go": ("2-8-450", "2-8-468"), "r": tuple(
-        c.case_id for c in v21_suite.cases if c.case_id.startswith("1-4-"))}  # fmt: skip
+    assert missing == {
+        "go": ("2-8-450", "2-8-468"),
+        "r": tuple(c.case_id for c in v21_suite.cases if c.case_id.startswith("1-4-")),
+    }
     assert len(missing["r"]) == 9
 
 
 def test_customized_hooks_of_the_suite(v21_suite):
-    cases = {k: v21_suite.case(k) for k in ("0-0-14", "0-0-26", "0-0-37", "0-0-38", "0-0-39",
-                                            "0-2-153")}  # fmt: skip
+    cases = {
+        k: v21_suite.case(k) for k in ("0-0-14", "0-0-26", "0-0-37", "0-0-38", "0-0-39", "0-2-153")
+    }
     table = [
         ("0-0-14", "<Form.Item><Switch/></Form.Item> <span>x</span>", 1.0),
         ("0-0-14", "<Form.Item><Switch/><span></Form.Item> <span>", 0.5),

@@ -94,10 +94,13 @@ def test_cond_error_makes_the_case_an_error():
 
 def test_neg_rule_subtracts_and_adds_nothing_to_the_total():
     rules = [
-        {"content": {"content": "```[\\s\\S]*for *\\([\\s\\S]*```", "regex": True},
-         "neg": True, "weight": 10.0},
+        {
+            "content": {"content": "```[\\s\\S]*for *\\([\\s\\S]*```", "regex": True},
+            "neg": True,
+            "weight": 10.0,
+        },
         "tidyverse",
-    ]  # fmt: skip
+    ]
     bad = "use tidyverse\n```r\nfor (i in 1:3) print(i)\n```"
     result = outcome(rules, bad)
     assert (result.statuses, result.earned, result.total) == (("match", "match"), -9.0, 1.0)
@@ -107,8 +110,9 @@ def test_neg_rule_subtracts_and_adds_nothing_to_the_total():
 
 def test_bad_escape_after_lowercasing_is_an_error():
     # \Z is valid, \z (after to_lower) is not: the official grader raises for the whole case
-    case = make_case({"keywords": [{"content": {"content": "end\\Z", "regex": True},
-                                    "to_lower": True}]})  # fmt: skip
+    case = make_case(
+        {"keywords": [{"content": {"content": "end\\Z", "regex": True}, "to_lower": True}]}
+    )
     assert grade_response(case, "the end").status is ResponseStatus.ERROR
 
 
@@ -121,5 +125,7 @@ def test_post_handler_0_0_1(v21_suite):
     assert grade_response(case, only_json).score == 0.5  # +1 +1 -1 = 1 of 2
     assert grade_response(case, "vercel.json").score == 0.0  # floored at 0
     detail = grade_response(case, full).metrics[0].detail
-    assert detail == {"statuses": ["match", "match", "match", "match"],
-                      "post_handler_detail": {"status": "+1+1"}}  # fmt: skip
+    assert detail == {
+        "statuses": ["match", "match", "match", "match"],
+        "post_handler_detail": {"status": "+1+1"},
+    }

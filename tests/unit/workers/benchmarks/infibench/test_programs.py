@@ -91,9 +91,18 @@ def test_prefix_file_always_kept_and_headers():
 
 @pytest.mark.parametrize(
     ("lang", "expected"),
-    [("python", "python"), ("c++/c", "cpp"), ("c", "cpp"), ("js", "javascript"),
-     ("ts", "typescript"), ("cs", "c#"), ("java", "java"), ("go", "go"), ("r", "r")],
-)  # fmt: skip
+    [
+        ("python", "python"),
+        ("c++/c", "cpp"),
+        ("c", "cpp"),
+        ("js", "javascript"),
+        ("ts", "typescript"),
+        ("cs", "c#"),
+        ("java", "java"),
+        ("go", "go"),
+        ("r", "r"),
+    ],
+)
 def test_language_normalisation(lang, expected):
     assert executor_language(lang) == expected
 

@@ -20,8 +20,9 @@ from workers.benchmarks.infibench.suite import DEV_SUITE_DIR
 
 
 def test_v21_prompts_equal_the_official_csv(v21_suite, infibench_dir):
-    frame = pd.read_csv(infibench_dir / "batched_prompts" / "suite_v2.1.csv", dtype=str,
-                        keep_default_na=False)  # fmt: skip
+    frame = pd.read_csv(
+        infibench_dir / "batched_prompts" / "suite_v2.1.csv", dtype=str, keep_default_na=False
+    )
     assert list(frame.filename) == [c.case_path for c in v21_suite.cases]
     for row, case in zip(frame.itertuples(), v21_suite.cases, strict=True):
         assert system_prompt(case) == row.system_prompt, case.case_id
@@ -31,8 +32,9 @@ def test_v21_prompts_equal_the_official_csv(v21_suite, infibench_dir):
 
 
 def test_dev_prompts_equal_the_official_csv(dev_suite, infibench_dir):
-    frame = pd.read_csv(infibench_dir / DEV_SUITE_DIR / "suite_v2.0.0_dev.csv", dtype=str,
-                        keep_default_na=False)  # fmt: skip
+    frame = pd.read_csv(
+        infibench_dir / DEV_SUITE_DIR / "suite_v2.0.0_dev.csv", dtype=str, keep_default_na=False
+    )
     by_path = {c.case_path: c for c in dev_suite.cases}
     for row in frame.itertuples():
         assert default_prompt(by_path[row.filename]) == row.prompt, row.filename
@@ -56,9 +58,12 @@ def test_system_prompt_needs_similarity_as_the_only_grading_key():
 
 
 def test_generation_defaults():
-    assert (GENERATION_DEFAULTS.temperature, GENERATION_DEFAULTS.top_p,
-            GENERATION_DEFAULTS.n_samples, GENERATION_DEFAULTS.max_new_tokens) == (
-        0.2, 0.9, 30, 1024)  # fmt: skip
+    assert (
+        GENERATION_DEFAULTS.temperature,
+        GENERATION_DEFAULTS.top_p,
+        GENERATION_DEFAULTS.n_samples,
+        GENERATION_DEFAULTS.max_new_tokens,
+    ) == (0.2, 0.9, 30, 1024)
 
 
 @pytest.mark.parametrize(

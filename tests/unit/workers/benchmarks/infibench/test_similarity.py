@@ -11,18 +11,28 @@ from workers.benchmarks.infibench.similarity import normalise, rouge_f, score_si
 
 @pytest.mark.parametrize(
     ("raw", "lo", "hi", "expected"),
-    [(0.2, 0.3, 0.51, 0.0), (0.3, 0.3, 0.51, 0.0), (0.405, 0.3, 0.51, 0.5), (0.6, 0.3, 0.51, 1.0),
-     (0.3, 0.2, 0.4, 0.5)],
-)  # fmt: skip
+    [
+        (0.2, 0.3, 0.51, 0.0),
+        (0.3, 0.3, 0.51, 0.0),
+        (0.405, 0.3, 0.51, 0.5),
+        (0.6, 0.3, 0.51, 1.0),
+        (0.3, 0.2, 0.4, 0.5),
+    ],
+)
 def test_normalise(raw, lo, hi, expected):
     assert normalise(raw, lo, hi) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
     ("metric", "extra", "lo", "hi"),
-    [("rougeLsum", {}, 0.3, 0.51), ("rougeL", {}, 0.3, 0.51), ("rouge2", {}, 0.3, 0.51),
-     ("rouge1", {}, 0.3, 0.53), ("rouge1", {"min_score": 0.2, "max_score": 0.4}, 0.2, 0.4)],
-)  # fmt: skip
+    [
+        ("rougeLsum", {}, 0.3, 0.51),
+        ("rougeL", {}, 0.3, 0.51),
+        ("rouge2", {}, 0.3, 0.51),
+        ("rouge1", {}, 0.3, 0.53),
+        ("rouge1", {"min_score": 0.2, "max_score": 0.4}, 0.2, 0.4),
+    ],
+)
 def test_bounds_defaults(metric, extra, lo, hi):
     case = make_case({"similarity": [{"metric": metric, "references": ["a b"], **extra}]})
     (parsed,) = case.criteria.similarity
@@ -31,7 +41,11 @@ def test_bounds_defaults(metric, extra, lo, hi):
 
 def test_rouge_values():
     assert rouge_f("The cat sat.", ("the CAT sat",)) == {
-        "rouge1": 1.0, "rouge2": 1.0, "rougeL": 1.0, "rougeLsum": 1.0}  # fmt: skip
+        "rouge1": 1.0,
+        "rouge2": 1.0,
+        "rougeL": 1.0,
+        "rougeLsum": 1.0,
+    }
     assert rouge_f("dogs bark", ("the cat sat",))["rouge1"] == 0.0
     # best reference wins (score_multi)
     assert rouge_f("the cat", ("dogs bark", "the cat"))["rouge1"] == 1.0
@@ -42,10 +56,13 @@ def test_rouge_values():
 
 def test_weight_and_file_reference():
     case = make_case(
-        {"similarity": [{"metric": "rouge1", "references": [{"path": "answer.txt"}],
-                         "weight": 2.0}]},
+        {
+            "similarity": [
+                {"metric": "rouge1", "references": [{"path": "answer.txt"}], "weight": 2.0}
+            ]
+        },
         files={"answer.txt": "install the package with pip"},
-    )  # fmt: skip
+    )
     (metric,) = case.criteria.similarity
     result = score_similarity(case.criteria.similarity, "install the package with pip")
     assert (result.earned, result.total) == (2.0, 2.0)

@@ -23,19 +23,41 @@ def test_v21_counts(v21_suite):
     assert len(cases) == 234
     assert (v21_suite.attempt_reduce_mode, v21_suite.full_score_per_question) == ("avg_max_10", 1.0)
     assert Counter(c.type for c in cases) == {
-        "code completion": 74, "code debugging": 63, "knowledge question-answering": 55,
-        "non-code debugging": 42}  # fmt: skip
+        "code completion": 74,
+        "code debugging": 63,
+        "knowledge question-answering": 55,
+        "non-code debugging": 42,
+    }
     assert Counter(c.lang for c in cases) == {
-        "python": 47, "javascript": 44, "dart": 19, "bash": 19, "java": 17, "c#": 12, "css": 10,
-        "ruby": 10, "rust": 10, "c++/c": 10, "html": 9, "r": 9, "php": 9, "go": 9}  # fmt: skip
+        "python": 47,
+        "javascript": 44,
+        "dart": 19,
+        "bash": 19,
+        "java": 17,
+        "c#": 12,
+        "css": 10,
+        "ruby": 10,
+        "rust": 10,
+        "c++/c": 10,
+        "html": 9,
+        "r": 9,
+        "php": 9,
+        "go": 9,
+    }
     assert Counter("+".join(c.criteria.metrics) for c in cases) == {
-        "keywords": 145, "unit_test": 49, "blank_filling": 26, "similarity": 6, "customized": 6,
-        "keywords+unit_test": 2}  # fmt: skip
+        "keywords": 145,
+        "unit_test": 49,
+        "blank_filling": 26,
+        "similarity": 6,
+        "customized": 6,
+        "keywords+unit_test": 2,
+    }
     assert sum(c.criteria.max_score is not None for c in cases) == 76
     assert sum(c.criteria.min_score is not None for c in cases) == 60
     assert {c.full_score for c in cases} == {1.0} and {c.null_score for c in cases} == {0.0}
-    assert Counter(c.criteria.customized.real_metric_type for c in cases
-                   if c.criteria.customized) == {"keywords": 6}  # fmt: skip
+    assert Counter(
+        c.criteria.customized.real_metric_type for c in cases if c.criteria.customized
+    ) == {"keywords": 6}
 
 
 def test_packed_csv_equals_folder(v21_suite, infibench_dir):
@@ -70,7 +92,10 @@ def test_ignored_and_quirky_fields_are_parsed_as_the_grader_reads_them(v21_suite
     assert v21_suite.case("1-3-223").criteria.unit_test.tests[0].timeout_s == 30.0
     hook = v21_suite.case("0-2-153").criteria.customized.hook
     assert (hook.module, hook.func, hook.filename) == (
-        "cases.handler_0-2-153", "handle", "handler_0-2-153.py")  # fmt: skip
+        "cases.handler_0-2-153",
+        "handle",
+        "handler_0-2-153.py",
+    )
 
 
 def test_dev_suite(dev_suite, v21_suite, infibench_dir):
@@ -82,14 +107,16 @@ def test_dev_suite(dev_suite, v21_suite, infibench_dir):
         if case.case_path in identical:
             twin = v21_suite.case(case.case_id)
             assert (twin.eval_spec, twin.prompt, dict(twin.dependencies)) == (
-                case.eval_spec, case.prompt, dict(case.dependencies))  # fmt: skip
+                case.eval_spec,
+                case.prompt,
+                dict(case.dependencies),
+            )
 
 
 @pytest.mark.parametrize(
     ("grading", "files", "message"),
     [
-        ({"blank_filling": {"template": "a [blank] b [blank]", "targets": ["x"]}}, {},
-         "2 blanks"),
+        ({"blank_filling": {"template": "a [blank] b [blank]", "targets": ["x"]}}, {}, "2 blanks"),
         ({"unit_test": {"tests": [{"path": "missing.py"}]}}, {}, "not found"),
         ({"keywords": [{"weight": 2}]}, {}, "needs `content`"),
         ({"keywords": [{"content": {"regex": True}}]}, {}, "needs `or`, `and` or `content`"),
@@ -97,7 +124,7 @@ def test_dev_suite(dev_suite, v21_suite, infibench_dir):
         ({"customized": {"module": "cases.handler_x", "func": "f"}}, {}, "handler_x.py"),
         ("not a mapping", {}, "mapping"),
     ],
-)  # fmt: skip
+)
 def test_malformed_cases_are_rejected(grading, files, message):
     with pytest.raises(SuiteError, match=message):
         make_case(grading, files=files)
