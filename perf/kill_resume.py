@@ -64,7 +64,7 @@ def grid(args) -> list[str]:
         "decoding=greedy,t0.2",
         "seed_policy=harness",
         f"benchmark.limit={args.limit}",
-        "max_length=1024",
+        f"max_length={args.max_length}",
         f"checkpoint.every_samples={args.chunk}",
         "cluster.num_cpus=2",
         "cluster.replicas=1",
@@ -224,6 +224,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=40, help="problems per setting (default 40)")
     parser.add_argument("--chunk", type=int, default=2, help="samples per chunk (default 2)")
     parser.add_argument(
+        "--max-length", type=int, default=1024, help="max_length of the settings (default 1024)"
+    )
+    parser.add_argument(
         "--max-wait",
         type=float,
         default=4.0,
@@ -288,8 +291,13 @@ def report(args, kills, store, fresh, killed_s, clean_s, rewritten) -> None:
     durations = chunk_durations(fresh)
     print(
         f"tiny model, hf, fp32, 4 settings (instruct, yi x greedy, t0.2 on the harness stream) "
-        f"x {args.limit} problems = {total} samples, chunks of {args.chunk} samples, 1 engine, "
-        f"{os.cpu_count()} cores, seed {args.seed}"
+        f"x {args.limit} problems = {total} samples, max_length {args.max_length}, chunks of "
+        f"{args.chunk} samples, 1 engine, {os.cpu_count()} cores, seed {args.seed}"
+    )
+    per_setting_s = read(fresh, "settings").generation_s
+    print(
+        f"a setting's generation in the uninterrupted run: {per_setting_s.min():.0f} to "
+        f"{per_setting_s.max():.0f} s"
     )
     print(
         f"{'kill':>4s} {'at_s':>5s} {'committed':>9s} {'+launch':>7s} {'relaunch gen':>12s} "
