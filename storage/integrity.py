@@ -221,10 +221,21 @@ def _check_schema(found: pa.Schema, expected: pa.Schema) -> None:
         raise ShardDamaged(ProblemKind.SCHEMA_MISMATCH, "; ".join(p for p in parts if p))
 
 
+def _arrow_owned(payload: bytes) -> pa.Buffer:
+    """A copy of `payload` in Arrow's own memory. `pq.read_table` scans on Arrow's thread pool,
+    and a pool thread may drop the last reference to its source after the call returns. Over
+    Python bytes that release needs the GIL, and a pool thread that asks for it while the
+    interpreter exits aborts the whole process (seen once as a driver's exit code -6 after a
+    complete run); an Arrow-owned buffer is freed without the GIL."""
+    out = pa.BufferOutputStream()
+    out.write(payload)
+    return out.getvalue()
+
+
 def _decode(payload: bytes, schema: pa.Schema, num_rows: int) -> pa.Table:
     try:
         rows = pq.read_table(
-            pa.BufferReader(payload), schema=schema, page_checksum_verification=True
+            pa.BufferReader(_arrow_owned(payload)), schema=schema, page_checksum_verification=True
         )
     except (OSError, ValueError, pa.ArrowException) as e:
         kind = ProblemKind.PAGE_CHECKSUM if "CRC" in str(e) else ProblemKind.UNREADABLE_ROWS

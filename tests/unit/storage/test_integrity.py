@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from storage import integrity
 from storage.integrity import (
     CHECKSUM_KEY,
     SEAL,
@@ -203,3 +204,12 @@ def test_rows_carrying_an_old_seal_in_their_metadata_seal_afresh(shards):
         {**VERSION, SEAL_KEY: SEAL, CHECKSUM_KEY: footer[CHECKSUM_KEY]}
     )
     assert inspect(seal(stale), TABLES["executions"])[0].trust is Trust.SHA256
+
+
+def test_rows_are_decoded_from_an_arrow_owned_copy():
+    # Over Python bytes, a reference Arrow's pool threads drop after read_table needs the GIL,
+    # which at interpreter exit aborts the process: the decoder reads from its own copy.
+    payload = b"PAR1" + bytes(range(256)) * 4 + b"PAR1"
+    owned = integrity._arrow_owned(payload)
+    assert owned.to_pybytes() == payload
+    assert owned.address != pa.py_buffer(payload).address
