@@ -39,7 +39,16 @@ def score_program(
     report = done or {}  # without a report the run is scored by how it ended
     status = report.get("status")
     if status == "passed" and result.exit_code == 0:
-        return Outcome.PASSED, None, None
+        if not result.memory_killed:
+            return Outcome.PASSED, None, None
+        # The limit killed a process of the program's tree (a child it forked): the program
+        # went over its memory and is not a pass, even if what survived reported its tests as
+        # passed (the OOM killer may take a child after that child had done its part).
+        return (
+            Outcome.FAILED,
+            "MemoryLimit",
+            "its tests passed, but the memory limit killed a process of the program",
+        )
     if result.timed_out:
         return Outcome.TIMEOUT, "Timeout", f"did not finish within {timeout_s:g} s"
     if status == "compile_error":

@@ -475,8 +475,10 @@ def test_capabilities_are_reported():
 # score_program (pure)
 
 
-def _result(exit_code=0, sig=None, timed_out=False, stderr=""):
-    return CommandResult(exit_code, sig, timed_out, "", stderr, 0.1, False)
+def _result(exit_code=0, sig=None, timed_out=False, stderr="", memory_killed=False):
+    return CommandResult(
+        exit_code, sig, timed_out, "", stderr, 0.1, False, memory_killed=memory_killed
+    )
 
 
 KILLED = _result(exit_code=None, sig=9, timed_out=True)
@@ -490,6 +492,9 @@ def _raised(kind: str) -> dict:
     ("result", "done", "expected"),
     [
         (_result(), {"status": "passed"}, (Outcome.PASSED, None)),
+        # a child killed for the memory limit after the tests passed: never a pass
+        (_result(memory_killed=True), {"status": "passed"}, (Outcome.FAILED, "MemoryLimit")),
+        (_result(None, sig=9, memory_killed=True), None, (Outcome.ERROR, "Signal")),
         (KILLED, None, (Outcome.TIMEOUT, "Timeout")),
         (KILLED, {"status": "passed"}, (Outcome.TIMEOUT, "Timeout")),
         (_result(1), _raised("ValueError"), (Outcome.FAILED, "ValueError")),

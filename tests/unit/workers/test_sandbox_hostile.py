@@ -145,7 +145,10 @@ def test_hostile_corpus_is_contained_next_to_passing_controls(
     assert why["setuid-call"][0] == "PermissionError"
     assert "No space left on device" in why["disk-fill-past-the-quota"][1]
     memory = why["five-children-over-the-memory-limit"]
-    assert memory[0] in ("AssertionError", "Signal"), memory
+    # fewer than five children held their memory (AssertionError), the program itself was
+    # killed (Signal), or it saw all five because the OOM killer took children that had already
+    # reported (MemoryLimit: the limit killed a process of the program, so it is not a pass)
+    assert memory[0] in ("AssertionError", "Signal", "MemoryLimit"), memory
 
 
 @needs_view
