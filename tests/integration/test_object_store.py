@@ -317,7 +317,10 @@ GRID = [
     "benchmark.limit=3",
     "template=own,instruct",
     "grid.precision=fp32,bf16",
-    "model.repo_id='fake://delay=0.4'",
+    # 1.5 s a sample: an engine's second setting completes 4.5 s after its first, so the kill
+    # below lands before all four are complete (at 0.4 s, polling an S3 index under load missed
+    # that window)
+    "model.repo_id='fake://delay=1.5'",
     "cluster.num_cpus=3",
 ]
 
