@@ -267,20 +267,8 @@ def test_import_logs_the_score_as_a_percent_only(tmp_path, problem_set, data_env
     root = tmp_path / "store"
     source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     out = tmp_path / "generations.json"
-    assert (
-        main(
-            [
-                "export-generations",
-                "--store",
-                str(root),
-                "--setting",
-                source[:12],
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    export = ["export-generations", "--store", str(root), "--setting", source[:12]]
+    assert main([*export, "--out", str(out)]) == 0
     capsys.readouterr()
     with caplog.at_level("INFO"):
         code = main(

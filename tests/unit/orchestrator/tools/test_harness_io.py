@@ -84,20 +84,8 @@ def test_round_trip_through_the_sandbox_gives_the_same_pass1(
     root = tmp_path / "store"
     source = write_canonical_store(str(root), problem_set, n_problems=5, buggy=(3,))
     out = tmp_path / "generations.json"
-    assert (
-        main(
-            [
-                "export-generations",
-                "--store",
-                str(root),
-                "--setting",
-                source[:12],
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    export = ["export-generations", "--store", str(root), "--setting", source[:12]]
+    assert main([*export, "--out", str(out)]) == 0
     entries = json.loads(out.read_text())
     assert len(entries) == 5 and all(len(e) == 1 for e in entries)
     assert entries[0][0].startswith("from typing import List\n\n\ndef has_close_elements")
