@@ -29,6 +29,7 @@ from orchestrator.run.config import ClusterSpec
 from orchestrator.run.plan import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.run.progress import Progress
 from orchestrator.run.rows import output_tokens
+from orchestrator.run.signals import StopRequest
 from orchestrator.run.writer import StoreWriter
 from workers.spec import BackendName, ChunkRequest, SandboxLimits, SettingFailure
 from workers.tasks import EngineWorker, execute_samples
@@ -164,8 +165,11 @@ class Dispatcher:
         writer: StoreWriter,
         options: DispatchOptions,
         progress: Progress,
+        stop: StopRequest | None = None,
     ):
         self.plan = plan
+        # a stop signal is acted on here, between Ray calls (run/signals.py)
+        self.stop_request = stop or StopRequest()
         self.benchmarks = dict(benchmarks)
         self.writer = writer
         self.options = options
@@ -236,6 +240,7 @@ class Dispatcher:
             logger.info("the cluster has no GPUs: engines run on CPU")
         opts = self.options.cluster
         for unit in self.plan.units:
+            self.stop_request.check()
             running = self._queue(unit)
             for item in unit.settings:
                 self.writer.started(item.key, item.setting)
@@ -459,6 +464,7 @@ class Dispatcher:
             self._exec_queue.append((item, self.writer.stored_samples(item.key, order)))
         self._start_units()
         while self._gen or self._exec or self._exec_queue:
+            self.stop_request.check()  # the safe point: no Ray call is running
             self._submit_exec()
             self._poll()
             pending = [*self._gen, *self._exec, *self._polls]

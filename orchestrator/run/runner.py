@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import hashlib
 import json
 import logging
-import signal
 import sys
-import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -28,6 +25,7 @@ from orchestrator.run.provenance import (
     library_versions_json,
     vllm_installed,
 )
+from orchestrator.run.signals import StopRequest, recording_signals, reinstall
 from orchestrator.run.writer import StoreWriter, utc_now
 from storage.index import build_index
 from storage.schema import RunStatus, SettingStatus
@@ -247,14 +245,30 @@ def run_grid(
 ) -> RunOutcome:
     """Run every setting of the grid that the store does not hold yet. What would stop it
     anyway (weights that cannot be had, no GPU where one is needed, an unreachable cluster)
-    is an error before the lock is taken, Ray starts, or a run row is written."""
+    is an error before the lock is taken, Ray starts, or a run row is written. A SIGTERM or
+    SIGINT from here on is recorded and acted on at the next safe point (run/signals.py):
+    Interrupted, with the run row `interrupted` once one is written."""
+    with recording_signals(StopRequest()) as stop:
+        return _run_grid(prepared, stop, retry_failed, wait_lock_s, stream, command)
+
+
+def _run_grid(
+    prepared: PreparedGrid,
+    stop: StopRequest,
+    retry_failed: bool,
+    wait_lock_s: float,
+    stream: TextIO | None,
+    command: str,
+) -> RunOutcome:
     from orchestrator.run.preflight import preflight, raise_if_blocking
 
     config = prepared.config
     store = Store(config.store)
     raise_if_blocking(preflight(prepared, make_plan(store, prepared, retry_failed)), command)
+    stop.check()
     run_id = f"{utc_now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     with store.writer_lock(wait_s=wait_lock_s):
+        stop.check()
         removed = store.clean_temp()
         if removed:
             logger.info("removed %d temporary file(s) of an interrupted write", removed)
@@ -284,8 +298,9 @@ def run_grid(
         status = RunStatus.FINISHED
         summary = None
         try:
+            stop.check()
             if work:
-                summary = _dispatch(prepared, plan, writer, progress)
+                summary = _dispatch(prepared, plan, writer, progress, stop)
         except (Interrupted, KeyboardInterrupt):
             status = RunStatus.INTERRUPTED
             raise
@@ -336,17 +351,20 @@ def _log_plan(plan: Plan) -> None:
     )
 
 
-def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
-    """Start (or connect to) Ray and drain the plan; the dispatcher's summary. A SIGTERM or
-    SIGINT stops it cleanly: the chunks that are back are committed, the engines and the
-    executions are stopped, and so is a local Ray instance this run started."""
+def _dispatch(
+    prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress, stop: StopRequest
+):
+    """Start (or connect to) Ray and drain the plan; the dispatcher's summary. A stop signal
+    stops it cleanly: the chunks that are back are committed, the engines and the executions
+    are stopped, and so is a local Ray instance this run started."""
     from orchestrator.run.dispatch import start_ray, stop_ray
 
     config = prepared.config
-    with stop_on_signals():
-        ray_info = start_ray(config.cluster)
+    ray_info = start_ray(config.cluster)
     try:
-        return _drain(prepared, plan, writer, progress)
+        # ray.init installs its own SIGTERM handler (a stack dump and exit 134): take it back
+        reinstall(stop)
+        return _drain(prepared, plan, writer, progress, stop)
     finally:
         if ray_info["started"]:
             # A local instance this run started ends with the run, also in a library call:
@@ -354,7 +372,9 @@ def _dispatch(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress:
             stop_ray()
 
 
-def _drain(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress):
+def _drain(
+    prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Progress, stop: StopRequest
+):
     from orchestrator.run.dispatch import Dispatcher, DispatchOptions, stop_ray
 
     config = prepared.config
@@ -362,51 +382,18 @@ def _drain(prepared: PreparedGrid, plan: Plan, writer: StoreWriter, progress: Pr
         config.cluster, config.limits, config.exec_workers, checkpoint=config.checkpoint
     )
     dispatcher = Dispatcher(
-        plan, {config.benchmark.name: prepared.benchmark}, writer, options, progress
+        plan, {config.benchmark.name: prepared.benchmark}, writer, options, progress, stop
     )
     try:
-        # after ray.init: Ray installs its own SIGTERM handler (a stack dump and exit 134)
-        with stop_on_signals():
-            return dispatcher.run()
+        return dispatcher.run()
     except (Interrupted, KeyboardInterrupt) as e:
         logger.warning("%s: committing the chunks that are back, stopping the engines", e)
-        with ignoring_signals():  # a second signal must not cut the clean stop short
-            dispatcher.stop()
-            # a local instance this run started stops with it; on a cluster the engines and
-            # executions die with their owner, this driver
-            stop_ray()
+        # further signals are only recorded (logged): nothing cuts the clean stop short
+        dispatcher.stop()
+        # a local instance this run started stops with it; on a cluster the engines and
+        # executions die with their owner, this driver
+        stop_ray()
         raise
     except BaseException:
         dispatcher.abort()
         raise
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise Interrupted in the main thread (elsewhere: no change)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        raise Interrupted(signum, signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-@contextlib.contextmanager
-def ignoring_signals() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

@@ -1,0 +1,245 @@
+"""Interrupting a real run (issue 22, §1): SIGTERM and SIGINT on the transformers path with the
+tiny model, at the moments a preemption lands — while the engine builds, mid-generation, while
+programs execute, while a chunk commits — to the driver alone and to its whole process group.
+Each stop exits 143 / 130 with no traceback, marks its run `interrupted`, leaves no process of
+the local Ray it started, and the resumed run's programs equal an uninterrupted run's.
+
+The fake backend once stopped cleanly while the real one crashed (a handler raising inside
+Ray's `wait` became a SystemError), which is why these run on the real path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from orchestrator.cli.main import main
+from tests.processes import alive_in_group
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+# Two settings of the tiny model on 8 problems, one chunk per sample: greedy and the harness's
+# sequential random stream (which a resume must continue exactly).
+GRID = [
+    "model=tiny",
+    "benchmark.limit=8",
+    "max_length=384",
+    "template=instruct",
+    "decoding=greedy,t0.8",
+    "checkpoint.every_samples=1",
+    "cluster.num_cpus=2",
+]
+COLUMNS = ["setting_key", "task_id", "sample_index", "continuation", "program"]
+STOP_S = 30  # the issue's bound from the signal to the exit
+
+
+def programs(store: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(store / "generations", columns=COLUMNS)
+    return frame.sort_values(COLUMNS[:3]).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def reference(cache_dir, shared_data, tmp_path_factory) -> pd.DataFrame:
+    """The same grid, uninterrupted."""
+    store = tmp_path_factory.mktemp("reference") / "store"
+    env = _env(cache_dir, shared_data)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", *GRID, f"store={store}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    frame = programs(store)
+    assert len(frame) == 16
+    return frame
+
+
+def _env(cache_dir: Path, shared_data: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "REPROGRID_CACHE_DIR": str(cache_dir),
+        "REPROGRID_DATA_DIR": str(shared_data),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+class Driver:
+    """`reprogrid run` in its own process group, its output read line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, ready: Callable[[], bool], what: str, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert self.proc.poll() is None, f"ended before {what}:\n{self.output}"
+            assert time.monotonic() < deadline, f"never saw {what}:\n{self.output}"
+            time.sleep(0.05)
+
+    def saw(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+    def signal(self, signum: int, group: bool) -> int:
+        """Send the signal; wait for the exit (bounded); the exit code."""
+        stopped_at = time.monotonic()
+        if group:
+            os.killpg(self.proc.pid, signum)  # what a scheduler does to a job step
+        else:
+            os.kill(self.proc.pid, signum)
+        code = self.proc.wait(STOP_S + 30)
+        self._reader.join(10)
+        assert time.monotonic() - stopped_at < STOP_S, self.output
+        return code
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def chunks(store: Path) -> int:
+    folder = store / "generations"
+    return len(list(folder.glob("*~*.parquet"))) if folder.is_dir() else 0
+
+
+def assert_clean_stop(code: int, out: str, signum: int, store: Path, pgid: int | None) -> None:
+    name = signal.Signals(signum).name
+    assert code == 128 + signum, out
+    assert "Traceback" not in out and "SystemError" not in out, out
+    assert "will be retried" not in out and "retries remaining" not in out, out
+    assert f"interrupted by {name}" in out, out
+    assert list(pd.read_parquet(store / "runs").status) == ["interrupted"]
+    if pgid is not None:
+        deadline = time.monotonic() + 20
+        while alive_in_group(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert alive_in_group(pgid) == []  # the local Ray it started is gone
+
+
+def resume_and_compare(store: Path, env: dict[str, str], reference: pd.DataFrame) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", *GRID, f"store={store}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    resumed = programs(store)
+    assert not resumed.duplicated(COLUMNS[:3]).any()
+    pd.testing.assert_frame_equal(resumed, reference)
+    assert set(pd.read_parquet(store / "settings").status) == {"complete"}
+    runs = pd.read_parquet(store / "runs").sort_values("started_at")
+    assert list(runs.status) == ["interrupted", "finished"]
+
+
+@pytest.mark.parametrize(
+    "moment, signum, group",
+    [
+        ("engine builds", signal.SIGTERM, False),
+        ("engine builds", signal.SIGINT, True),
+        ("mid-generation", signal.SIGTERM, True),
+        ("mid-generation", signal.SIGINT, False),
+        ("programs execute", signal.SIGTERM, True),
+    ],
+)
+def test_a_signal_stops_a_real_run_cleanly_and_it_resumes_exactly(
+    moment, signum, group, cache_dir, shared_data, reference, tmp_path
+):
+    env = _env(cache_dir, shared_data)
+    store = tmp_path / "store"
+    driver = Driver([*GRID, f"store={store}"], env)
+    if moment == "engine builds":
+        # the engine's actor is created (its model loading) right after this line, and no
+        # sample is generated before it has loaded
+        driver.wait_for(lambda: driver.saw("samples to generate on"), "the engine start")
+        assert chunks(store) == 0
+    elif moment == "mid-generation":
+        driver.wait_for(lambda: chunks(store) >= 3, "three committed chunks")
+    else:
+        # the first setting is generated: its programs go to an execution task while the
+        # second one generates
+        driver.wait_for(lambda: driver.saw("generated tiny/hf/fp32/none"), "a generated setting")
+    code = driver.signal(signum, group)
+    assert_clean_stop(code, driver.output, signum, store, driver.proc.pid)
+    if moment == "engine builds":
+        assert chunks(store) == 0
+    resume_and_compare(store, env, reference)
+
+
+def test_a_signal_during_a_chunk_commit_keeps_the_chunk_whole(
+    env, reference, tmp_path, monkeypatch, capsys
+):
+    """The signal lands in the middle of the driver's commit of a chunk (sent from inside it):
+    the commit finishes, the run stops at its next safe point, and the chunk is intact."""
+    from orchestrator.run.writer import StoreWriter
+
+    original = StoreWriter.chunk_generated
+    calls = {"n": 0}
+
+    def commit_with_a_signal(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered while this commit runs
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StoreWriter, "chunk_generated", commit_with_a_signal)
+    store = tmp_path / "store"
+    code = main(["run", *GRID, f"store={store}"])
+    err = capsys.readouterr().err
+    assert code == 143, err
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    assert list(pd.read_parquet(store / "runs").status) == ["interrupted"]
+    assert chunks(store) >= 2  # the chunk being committed when the signal came is stored
+    assert main(["verify", f"store={store}"]) == 0
+    monkeypatch.setattr(StoreWriter, "chunk_generated", original)
+    resume_and_compare(store, env, reference)
+
+
+def test_a_signal_while_programs_execute_in_process(env, reference, tmp_path, monkeypatch):
+    """SIGINT right after the driver hands a setting's programs to an execution task."""
+    from orchestrator.run.dispatch import Dispatcher
+
+    original = Dispatcher._submit_exec
+    sent = {"done": False}
+
+    def submit_then_signal(self):
+        original(self)
+        if self._exec and not sent["done"]:
+            sent["done"] = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(Dispatcher, "_submit_exec", submit_then_signal)
+    store = tmp_path / "store"
+    assert main(["run", *GRID, f"store={store}"]) == 130
+    assert sent["done"]
+    assert list(pd.read_parquet(store / "runs").status) == ["interrupted"]
+    monkeypatch.setattr(Dispatcher, "_submit_exec", original)
+    resume_and_compare(store, env, reference)
