@@ -11,18 +11,26 @@ from orchestrator.cli.common import out as _out
 
 def register(sub) -> None:
     """Add the tool commands to the subparsers."""
-    p = sub.add_parser("prompts", help="render the exact prompts a setting sends")
+    p = sub.add_parser(
+        "prompts",
+        help="render the exact prompts a setting sends",
+        description="Render the prompts of one setting, diff templates included (whether a "
+        "template is scored is `run`'s concern). --template, --variant and --model may also be "
+        "given as overrides: template=T, variant=V (or benchmark.variant=V), model=M.",
+    )
     p.add_argument(
         "--variant",
         default=None,
         help="the benchmark's variant (default: its configured one; humanevalfix: tests | docs)",
     )
-    p.add_argument("--template", required=True, help="a harness template, own or chat")
+    p.add_argument(
+        "--template", default=None, help="a harness template, own or chat (or template=T)"
+    )
     p.add_argument(
         "--model",
         default=None,
         help="model config name, local folder or HF id: adds n_prompt_tokens (its tokenizer); "
-        "needed for template own and chat",
+        "needed for template own and chat (or model=M)",
     )
     p.add_argument("--format", default="jsonl", choices=["jsonl", "text"])
     p.add_argument("--limit", type=int, default=None, help="first N problems only")
@@ -49,10 +57,48 @@ def register(sub) -> None:
     _add_overrides(p)
 
 
+PROMPT_OPTIONS = {
+    "template": "template",
+    "variant": "variant",
+    "benchmark.variant": "variant",
+    "model": "model",
+}
+
+
+def prompt_options(args) -> tuple[list[str], dict[str, str | None]]:
+    """`--template T` or `template=T` (and so for variant and model): the overrides left and
+    the three options. The same option given twice with two values is an error."""
+    from orchestrator.errors import ConfigError
+
+    chosen: dict[str, str | None] = {
+        "template": args.template,
+        "variant": args.variant,
+        "model": args.model,
+    }
+    rest = []
+    for override in args.overrides:
+        key, _, value = override.partition("=")
+        name = PROMPT_OPTIONS.get(key)
+        if name is None:
+            rest.append(override)
+            continue
+        if chosen[name] is not None and chosen[name] != value:
+            raise ConfigError(f"{name} given twice: {chosen[name]!r} and {value!r}; give one")
+        chosen[name] = value
+    if chosen["template"] is None:
+        raise ConfigError(
+            "prompts needs a template: --template T or template=T (a harness template, own or chat)"
+        )
+    return rest, chosen
+
+
 def cmd_prompts(args) -> int:
     from orchestrator.tools.prompts import render_prompts
 
-    records = render_prompts(args.overrides, args.variant, args.template, args.model, args.limit)
+    overrides, chosen = prompt_options(args)
+    records = render_prompts(
+        overrides, chosen["variant"], str(chosen["template"]), chosen["model"], args.limit
+    )
     for record in records:
         if args.format == "jsonl":
             row: dict[str, str | int] = {"task_id": record.task_id, "prompt": record.prompt}

@@ -30,6 +30,12 @@ from workers.spec import (
 )
 
 BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
+# Sampling temperatures: above 0 (0 is greedy: say so), at most 2 (the largest the OpenAI API and
+# the code-LLM literature use; beyond it sampling is close to uniform noise, and `t9` is far
+# more likely a typo of t0.9 than a setting anyone means).
+TEMPERATURE = Range(
+    float, 0, 2, low_open=True, why="0 is greedy (decoding=greedy); t0.2 and t0.8 are the study's"
+)
 
 
 def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
@@ -42,7 +48,7 @@ def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
         temperature = number(
             f"{where}.temperature",
             node.get("temperature", 1.0),
-            Range(float, 0, 100, low_open=True),
+            TEMPERATURE,
         )
         return DecodingSpec(
             name=name,
@@ -57,8 +63,18 @@ def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
         try:
             temperature = float(name[1:])
         except ValueError:
-            temperature = -1.0
-        if 0 < temperature <= 100:  # t<T>: harness sampling at temperature T
+            temperature = None
+        if temperature == 0:
+            raise ConfigError(
+                f"decoding {name!r}: temperature 0 is greedy decoding; use decoding=greedy"
+            )
+        if temperature is not None:  # t<T>: harness sampling at temperature T
+            if len(name) == 2 and name[1].isdigit() and temperature > 2:
+                raise ConfigError(
+                    f"decoding {name!r}: temperature must be a number > 0 and <= 2, got "
+                    f"{temperature:g}. Did you mean: t0.{name[1]}?"
+                )
+            number(f"decoding {name!r}: temperature", temperature, TEMPERATURE)
             return DecodingSpec(name, True, temperature, 0.95, 0)
     raise choice_error("decoding", name, [*presets, "t<temperature>"])
 

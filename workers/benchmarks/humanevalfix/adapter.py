@@ -17,7 +17,6 @@ from workers.benchmarks.humanevalfix.postprocess import (
 )
 from workers.benchmarks.humanevalfix.prompts import (
     CHAT_TEMPLATE,
-    DIFF_TEMPLATES,
     UnsupportedTemplate,
     build_chat_prompt,
     build_prompt,
@@ -85,12 +84,10 @@ class HumanEvalFix:
     def requests(
         self, setting: SettingSpec, key: str, chat: ChatRenderer | None = None
     ) -> list[GenRequest]:
-        """One request per problem (harness seeding) or per sample (per-sample seeds)."""
+        """One request per problem (harness seeding) or per sample (per-sample seeds). Diff
+        templates render too (`prompts` shows them); scoring them is refused elsewhere: the
+        grid plans them as skipped and post-processing rejects their outputs."""
         check_template(setting.template)
-        if setting.template in DIFF_TEMPLATES:
-            raise UnsupportedTemplate(
-                f"template {setting.template!r}: diff outputs are not scored by reprogrid"
-            )
         stop = stop_words(setting.template)
         out = []
         for problem in self.problems(setting.benchmark):
