@@ -32,7 +32,6 @@ SPECIAL = {
     "<": r"\ensuremath{<}",
     ">": r"\ensuremath{>}",
     "|": r"\ensuremath{|}",
-    '"': "''",
     "\n": " ",
     "\t": " ",
     "\r": " ",
@@ -187,5 +186,13 @@ def _char(ch: str) -> str:
 
 
 def tex_escape(text: str) -> str:
-    """`text` as LaTeX source that prints it: plain ASCII, no package needed (see above)."""
-    return "".join(_char(ch) for ch in text)
+    """`text` as LaTeX source that prints it: plain ASCII, no package needed (see above). A
+    straight double quote opens (``) at the start or after a space or bracket, else closes ('')."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == '"':
+            opens = i == 0 or text[i - 1].isspace() or text[i - 1] in "([{"
+            out.append("``" if opens else "''")
+        else:
+            out.append(_char(ch))
+    return "".join(out)

@@ -39,6 +39,7 @@ from tests.fixtures_store import INST, write_synthetic_store
         ),
         ("ﬁne", "fine"),  # a compatibility ligature decomposes
         ("a\nb", "a b"),
+        ('"zero-shot" ("a")', "``zero-shot'' (``a'')"),
     ],
 )
 def test_tex_escape(text, latex):
