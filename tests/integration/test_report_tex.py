@@ -74,10 +74,10 @@ def _tool(name: str) -> str:
     return found
 
 
-def _pdflatex(folder: Path) -> subprocess.CompletedProcess:
+def _pdflatex(folder: Path, document: str = "report.tex") -> subprocess.CompletedProcess:
     argv = [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape"]
     return subprocess.run(
-        [*argv, "report.tex"],
+        [*argv, document],
         cwd=folder,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -88,8 +88,9 @@ def _pdflatex(folder: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(params=sorted(STORES))
-def compiled(request, tmp_path):
+@pytest.fixture(scope="module", params=sorted(STORES))
+def compiled(request, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp(request.param)
     store = tmp_path / "store"
     options = STORES[request.param](str(store))
     out = tmp_path / "report"
@@ -98,11 +99,11 @@ def compiled(request, tmp_path):
     for _ in range(2):  # longtable settles its column widths on the second run
         done = _pdflatex(out)
         assert done.returncode == 0, f"pdflatex failed:\n{done.stdout[-3000:]}"
-    return request.param, out
+    return request.param, out, tmp_path
 
 
-def test_pdflatex_compiles_the_report_and_its_first_page_renders(compiled, tmp_path):
-    name, out = compiled
+def test_pdflatex_compiles_the_report_and_its_first_page_renders(compiled):
+    name, out, tmp_path = compiled
     pdf = out / "report.pdf"
     assert pdf.is_file()
     log = (out / "report.log").read_text(errors="replace")
@@ -137,3 +138,19 @@ def test_pdflatex_compiles_the_report_and_its_first_page_renders(compiled, tmp_p
     rgb = image[..., :3]
     inked = (rgb < 0.5).any(axis=2).mean()
     assert 0.01 < inked < 0.5, f"first page {inked:.1%} inked: blank or a black box"
+
+
+def test_a_paper_inputs_every_snippet_with_booktabs_and_array(compiled):
+    """What docs/report.md says a paper needs: booktabs and array (longtable for the grid)."""
+    out = compiled[1]
+    paper = ["\\documentclass{article}", "\\usepackage{booktabs,array,longtable}"]
+    paper += ["\\begin{document}"]
+    for snippet in sorted((out / "tex").glob("*.tex")):
+        body = f"\\input{{tex/{snippet.stem}}}"
+        long = "\\begin{longtable}" in snippet.read_text()
+        paper.append(body if long else f"{{\\tiny {body}}}\\par")
+    (out / "paper.tex").write_text("\n".join([*paper, "\\end{document}", ""]))
+    for _ in range(2):
+        done = _pdflatex(out, "paper.tex")
+        assert done.returncode == 0, f"a paper that inputs the snippets:\n{done.stdout[-3000:]}"
+    assert (out / "paper.pdf").stat().st_size > 0
