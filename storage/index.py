@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from storage.integrity import is_shard_key, setting_key_of
@@ -10,6 +11,7 @@ from storage.schema import SettingStatus
 from storage.store import Store
 from storage.verify import (
     RESULT_TABLES,
+    FileCheck,
     quarantine_damaged,
     scan_table,
     trusted_rows,
@@ -35,6 +37,9 @@ class SettingState:
     execution_json: str | None = None  # its fields (canonical JSON)
     generated_samples: int = 0  # generations stored (in one shard or in chunks)
     total_samples: int | None = None  # problems x samples (None: not recorded, older store)
+    # Files of the setting that fail their checks ("generations/<file>: truncated (...)"),
+    # found by a validating index; the writer quarantines them and redoes what they held.
+    damage: tuple[str, ...] = ()
 
     @property
     def partially_generated(self) -> bool:
@@ -66,22 +71,29 @@ def build_index(
     table are moved to the quarantine first, so Parquet readers of each table folder read again.
 
     A settings row without a key or with an unknown status is ignored (logged): its setting
-    counts as pending; so does a setting whose settings shard fails its checks."""
+    counts as pending; so does a setting whose settings shard fails its checks. Every failing
+    shard is named in its setting's `damage` (a setting whose settings shard is damaged gets a
+    PENDING state with that damage, so readers can show it instead of losing it)."""
     present: dict[str, set[str]] = {}
     generated: dict[str, int] = {}
+    damage: dict[str, list[str]] = {}
     for table in RESULT_TABLES:
         if not validate and not quarantine:
             present[table] = {setting_key_of(k) for k in store.shards(table) if is_shard_key(k)}
             continue
         checks = scan_table(store, table)
+        _note_damage(damage, table, checks)
         if quarantine:
             quarantine_damaged(store, checks)
         present[table] = trusted_settings(checks)
         if table == "generations":
             generated = trusted_rows(checks)
-    if quarantine:
+    if validate or quarantine:
         for table in ("settings", "runs"):
-            quarantine_damaged(store, scan_table(store, table))
+            checks = scan_table(store, table)
+            _note_damage(damage, table, checks)
+            if quarantine:
+                quarantine_damaged(store, checks)
     states: dict[str, SettingState] = {}
     for row in store.read_table("settings").to_pylist():
         key = row.get("setting_key")
@@ -110,8 +122,29 @@ def build_index(
             execution_json=row.get("execution_json"),
             generated_samples=rows,
             total_samples=total,
+            damage=tuple(damage.get(key, ())),
         )
+    for key, found in damage.items():
+        if key not in states:  # its settings shard is the damaged file: no row to read
+            states[key] = SettingState(
+                key=key,
+                status=SettingStatus.PENDING,
+                has_generations=False,
+                has_executions=key in present.get("executions", set()),
+                has_scores=key in present.get("scores", set()),
+                damage=tuple(found),
+            )
     return states
+
+
+def _note_damage(damage: dict[str, list[str]], table: str, checks: Iterable[FileCheck]) -> None:
+    """Record each failing shard under its setting (runs shards and foreign files have none)."""
+    for c in checks:
+        if c.problem is not None and c.setting_key:
+            detail = f" ({c.detail})" if c.detail else ""
+            damage.setdefault(c.setting_key, []).append(
+                f"{table}/{c.file.name}: {c.problem.value}{detail}"
+            )
 
 
 def _total_samples(row: dict) -> int | None:

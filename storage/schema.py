@@ -17,7 +17,8 @@ class SettingStatus(StrEnum):
     """Where a setting stands in the store (`pending` is never stored: it means "no row")."""
 
     COMPLETE = "complete"
-    RUNNING = "running"
+    QUEUED = "queued"  # submitted by a live run, its generation or execution not begun yet
+    RUNNING = "running"  # generating or executing (written when its first work is handed out)
     FAILED = "failed"
     SKIPPED = "skipped"
     PENDING = "pending"

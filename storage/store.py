@@ -226,6 +226,23 @@ class Store:
         )
         return relative
 
+    def quarantine_records(self) -> list[dict[str, Any]]:
+        """The `_reason.json` record of every quarantined file (what it was, why, when, where
+        it went), oldest first. An unreadable record is skipped (logged)."""
+        selector = pafs.FileSelector(
+            f"{self.root}/{QUARANTINE_DIR}", allow_not_found=True, recursive=True
+        )
+        records = []
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File or info.base_name != REASON_FILE:
+                continue
+            try:
+                with self.fs.open_input_stream(info.path) as stream:
+                    records.append(json.loads(stream.read().decode()))
+            except (OSError, ValueError) as e:
+                logger.warning("quarantine record %s unreadable: %s", info.path, e)
+        return sorted(records, key=lambda r: str(r.get("quarantined_at", "")))
+
     # -- reads -------------------------------------------------------------------------------
 
     def _list(self, table: str, include_temp: bool = False) -> list[pafs.FileInfo]:

@@ -226,9 +226,10 @@ def _notes(
         elif model not in answered:
             notes.append(f"no literature rows for model {model}")
     if len(settings):
-        n = int((settings["status"] == SettingStatus.RUNNING.value).sum())
+        live = (SettingStatus.RUNNING.value, SettingStatus.QUEUED.value)
+        n = int(settings["status"].isin(live).sum())
         if n:
-            notes.append(f"{n} setting(s) are running (interrupted?): not in the tables")
+            notes.append(f"{n} setting(s) are running or queued (interrupted?): not in the tables")
     if grid.empty:
         notes.append("the store holds no complete settings with a score")
     elif not n_pairs:

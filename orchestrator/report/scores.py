@@ -8,6 +8,7 @@ from typing import Any
 from storage.store import Store
 
 COLUMNS = (
+    ("key", "key12"),
     ("model", "model_name"),
     ("backend", "backend"),
     ("precision", "precision"),
@@ -16,7 +17,7 @@ COLUMNS = (
     ("max_len", "max_length"),
     ("status", "status"),
     ("metric", "metric"),
-    ("score", "value"),
+    ("score %", "value"),
     ("n", "n_problems"),
     ("problems", "selection"),
     ("truncated", "n_prompt_truncated"),
@@ -36,6 +37,9 @@ def score_table(store_uri: str, keys: Sequence[str]) -> list[dict[str, Any]]:
         if score and row.get("status") == "complete":
             row.update({k: v for k, v in score.items() if k not in row or row[k] is None})
         row["selection"] = selection_label(row.get("problems"), row.get("limit"))
+        row["key12"] = key[:12]  # enough for `export-generations --setting`
+        value = row.get("value")
+        row["score_pct"] = None if value is None else 100 * value
         rows.append(row)
     return rows
 
@@ -56,9 +60,9 @@ def _cell(row: dict[str, Any], field: str) -> str:
     if value is None:
         return "-"
     if field == "value":
-        # One scale everywhere in this table and its JSON: a fraction, as stored.
+        # Percent, as the report and import-generations print it (the store keeps fractions).
         std = row.get("value_std")
-        return f"{value:.4f}" + (f" ± {std:.4f}" if std else "")
+        return f"{100 * value:.2f}" + (f" ± {100 * std:.2f}" if std else "")
     return str(value)
 
 

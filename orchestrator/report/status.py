@@ -1,9 +1,12 @@
-"""`status`: per model and engine, how many settings are complete, running, generated (waiting
-for execution), partly generated (some chunks stored), failed, skipped or pending."""
+"""`status`: per model and engine, how many settings are complete, running (generating or
+executing now), queued (submitted by a live run, not begun), generated (waiting for execution),
+partly generated (some chunks stored), failed, skipped, damaged (a file fails its checks) or
+pending; which engine is generating; and what is damaged or quarantined, with the way out."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from storage.index import SettingState, build_index
@@ -13,25 +16,46 @@ from storage.store import Store
 # The columns of `status`: a setting's stored status, refined by what the store holds.
 GENERATED = "generated"  # every generation stored, not executed yet
 PARTIAL = "partial"  # some chunks of its generations stored (a run stopped between chunks)
-STATUSES = ["complete", "running", GENERATED, PARTIAL, "failed", "skipped", "pending"]
+DAMAGED = "damaged"  # a file of it fails its checks: `verify --fix` or the next run moves it
+STATUSES = [
+    "complete",
+    "running",
+    "queued",
+    GENERATED,
+    PARTIAL,
+    "failed",
+    "skipped",
+    DAMAGED,
+    "pending",
+]
+WAY_OUT = (
+    "`reprogrid verify --fix` moves the damaged file(s) to the store's quarantine/ folder (or the "
+    "next `reprogrid run` does it before planning); that run then redoes what they held"
+)
 
 
 def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     """Status of the settings of one run's grid (default: the latest run) and of every other
-    setting in the store. `running` rows whose writer is gone are shown as `pending`
-    (interrupted; the next run resumes them)."""
+    setting in the store. `running` and `queued` rows whose writer is gone are shown as
+    `pending` (interrupted; the next run resumes them). A setting with a damaged file is
+    `damaged` (never silently pending or gone), one with quarantined files that is not redone
+    yet is pending with its quarantine record."""
     run = _select_run(store.read_table("runs").to_pylist(), run_id)
     index = build_index(store)
     settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
     keys = list(run["setting_keys"]) if run else []
     keys += sorted(k for k in settings if k not in set(keys))
+    keys += sorted(k for k, s in index.items() if s.damage and k not in set(keys))
     live = store.writer_active()
+    quarantined = _quarantined(store, index)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    failures, partial, shown = [], [], {}
+    failures, partial, damaged, shown, active = [], [], [], {}, []
     for key in keys:
         row, state = settings.get(key), index.get(key)
-        status = _shown_status(state, live) if row is not None else SettingStatus.PENDING.value
+        status = _shown_status(state, live) if row is not None or _damaged(state) else "pending"
         shown[key] = status
+        model = row["model_name"] if row is not None else "?"
+        engine = _engine_label(row) if row is not None else "?"
         if status == PARTIAL and state is not None:
             partial.append(
                 {
@@ -40,8 +64,10 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
                     "total_samples": state.total_samples,
                 }
             )
-        model = row["model_name"] if row is not None and state is not None else "?"
-        engine = _engine_label(row) if row is not None and state is not None else "?"
+        if status == DAMAGED and state is not None:
+            damaged.append({"setting_key": key, "label": label(row), "damage": list(state.damage)})
+        if status == "running" and state is not None:
+            active.append(_activity(key, row, state, model, engine))
         if status == SettingStatus.FAILED.value:
             failures.append(_failure(key, row, model, engine))
         group = groups.setdefault(
@@ -52,25 +78,20 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     for g in groups.values():
         for s in STATUSES:
             totals[s] += g[s]
-    run_fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
-    shown_run = {k: run[k] for k in run_fields} if run else None
-    if run is not None and shown_run is not None and run["status"] == RunStatus.RUNNING.value:
-        if not live:
-            # Its process is gone without closing the record (SIGKILL): the next run marks it.
-            shown_run["status"] = RunStatus.INTERRUPTED.value
-        # the run writes its counts at the end: while it runs, count what the store holds
-        mine = [shown.get(k) for k in run["setting_keys"]]
-        shown_run["n_generated"] = sum(s in ("complete", GENERATED) for s in mine)
-        shown_run["n_executed"] = sum(s == "complete" for s in mine)
     return {
         "store": store.uri,
-        "run": shown_run,
+        "run": _shown_run(run, live, index),
         "writer_active": live,
         "totals": dict(totals),
         "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
+        "active": active,
         "failed": failures,
         "partial": partial,
-        "settings": [{"setting_key": k, "status": shown[k]} for k in keys],
+        "damaged": damaged,
+        "quarantined": [q for q in quarantined if shown.get(q["setting_key"]) != "complete"],
+        "settings": [
+            {"setting_key": k, "status": shown[k], "label": label(settings.get(k))} for k in keys
+        ],
         "skipped": [
             {
                 "setting_key": k,
@@ -81,6 +102,39 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
         ],
     }
+
+
+def label(row: Mapping[str, Any] | None) -> str:
+    """A setting in words: model, template, decoding, length limit, precision, backend (what
+    `plan` shows), so a 12-character key can be used without `plan`."""
+    if row is None:
+        return "(settings row unreadable)"
+    return (
+        f"{row.get('model_name')} {row.get('template')} {row.get('decoding')} "
+        f"L{row.get('max_length')} {row.get('precision')} {row.get('backend')}"
+    )
+
+
+def _damaged(state: SettingState | None) -> bool:
+    return state is not None and bool(state.damage) and not state.complete
+
+
+def _shown_run(
+    run: dict[str, Any] | None, live: bool, index: Mapping[str, SettingState]
+) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
+    shown_run = {k: run[k] for k in fields}
+    if run["status"] == RunStatus.RUNNING.value:
+        if not live:
+            # Its process is gone without closing the record (SIGKILL): the next run marks it.
+            shown_run["status"] = RunStatus.INTERRUPTED.value
+        # the run writes its counts at the end: while it runs, count what the store holds
+        mine = [index[k] for k in run["setting_keys"] if k in index]
+        shown_run["n_generated"] = sum(s.complete or s.has_generations for s in mine)
+        shown_run["n_executed"] = sum(s.complete for s in mine)
+    return shown_run
 
 
 def _select_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:
@@ -101,15 +155,56 @@ def _shown_status(state: SettingState | None, writer_active: bool) -> str:
         return SettingStatus.PENDING.value
     if state.complete:
         return SettingStatus.COMPLETE.value
+    if state.damage:
+        return DAMAGED
     if state.status in (SettingStatus.FAILED, SettingStatus.SKIPPED):
         return state.status.value
+    if writer_active and state.status is SettingStatus.RUNNING:
+        return SettingStatus.RUNNING.value  # generating or executing now
+    if writer_active and state.status is SettingStatus.QUEUED:
+        return SettingStatus.QUEUED.value
     if state.has_generations and not (state.has_executions and state.has_scores):
         return GENERATED
     if state.partially_generated:
         return PARTIAL
-    if state.status is SettingStatus.RUNNING and writer_active:
-        return SettingStatus.RUNNING.value
     return SettingStatus.PENDING.value  # not started, interrupted, or a result shard missing
+
+
+def _activity(
+    key: str, row: Mapping[str, Any] | None, state: SettingState, model: str, engine: str
+) -> dict[str, Any]:
+    """What a running setting is doing: generating (samples stored so far) or executing."""
+    doing = "executing" if state.has_generations else "generating"
+    return {
+        "setting_key": key,
+        "model": model,
+        "engine": engine,
+        "doing": doing,
+        "label": label(row),
+        "generated_samples": state.generated_samples,
+        "total_samples": state.total_samples,
+    }
+
+
+def _quarantined(store: Store, index: Mapping[str, SettingState]) -> list[dict[str, Any]]:
+    """Quarantine records of settings (runs and foreign files have none), newest per file."""
+    out = []
+    for record in store.quarantine_records():
+        key = record.get("setting_key")
+        if not key:
+            continue
+        out.append(
+            {
+                "setting_key": key,
+                "table": record.get("table"),
+                "file": record.get("file"),
+                "kind": record.get("kind"),
+                "detail": record.get("detail"),
+                "quarantined_at": record.get("quarantined_at"),
+                "moved_to": record.get("moved_to"),
+            }
+        )
+    return out
 
 
 def _engine_label(row: dict[str, Any]) -> str:
@@ -131,7 +226,8 @@ def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> d
 
 
 def render_status(data: dict[str, Any], keys: bool = False) -> str:
-    """The text of `status`; `keys` adds one line per setting (its full key and status)."""
+    """The text of `status`; `keys` adds one line per setting (its 12-character key, status
+    and label: enough for `export-generations --setting`)."""
     lines = [f"store {data['store']}"]
     run = data["run"]
     if run:
@@ -142,9 +238,17 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
     header = ["model", "engine", *STATUSES]
     rows = [[g["model"], g["engine"], *(str(g[s]) for s in STATUSES)] for g in data["engines"]]
     rows.append(["total", "", *(str(data["totals"].get(s, 0)) for s in STATUSES)])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += _columns(header, rows)
+    for a in data.get("active", []):
+        stored = (
+            f" ({a['generated_samples']} of {a['total_samples']} samples stored)"
+            if a["doing"] == "generating" and a["total_samples"]
+            else ""
+        )
+        lines.append(
+            f"{a['doing']} now: {a['model']} {a['engine']} {a['setting_key'][:12]} "
+            f"{a['label']}{stored}"
+        )
     for f in data["failed"]:
         lines.append(
             f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
@@ -160,7 +264,26 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
             f"partial {p['setting_key'][:12]}: {p['generated_samples']} of "
             f"{p['total_samples']} samples generated (the next run resumes it)"
         )
+    for d in data.get("damaged", []):
+        lines.append(f"DAMAGED {d['setting_key'][:12]} {d['label']}: {'; '.join(d['damage'])}")
+    if data.get("damaged"):
+        lines.append(f"  {WAY_OUT}")
+    for q in data.get("quarantined", []):
+        lines.append(
+            f"quarantined {q['setting_key'][:12]}: {q['table']}/{q['file']} ({q['kind']}) on "
+            f"{str(q['quarantined_at'])[:19]} -> {q['moved_to']}; the next run redoes it"
+        )
     if keys:
         lines.append("")
-        lines += [f"{s['setting_key']}  {s['status']}" for s in data["settings"]]
+        lines += _columns(
+            ["key", "status", "setting"],
+            [[s["setting_key"][:12], s["status"], s["label"]] for s in data["settings"]],
+        )
     return "\n".join(lines)
+
+
+def _columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out

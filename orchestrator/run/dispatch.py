@@ -279,6 +279,9 @@ class Dispatcher:
                 continue
             chunks = running.queue.next_chunks(replica.index)
             if chunks:
+                for chunk in chunks:
+                    item = running.items[chunk.setting_key]
+                    self.writer.in_progress(item.key, item.setting)
                 replica.chunks = tuple(chunks)
                 replica.in_flight = replica.actor.run.remote(list(chunks), self._bench_refs)
                 replica.last_progress = time.monotonic()
@@ -393,6 +396,7 @@ class Dispatcher:
         placement = self._placement
         while self._exec_queue and len(self._exec) < opts.cluster.max_pending_exec:
             item, samples = self._exec_queue.popleft()
+            self.writer.in_progress(item.key, item.setting)
             ref = execute_samples.options(
                 **placement,
                 max_retries=opts.cluster.exec_max_retries,  # worker or node death

@@ -137,10 +137,24 @@ def plan_settings(
         ):
             planned.append(PlannedSetting(cell.key, cell.setting, Action.FAILED, state.reason))
         elif state is not None and state.has_generations:
-            planned.append(PlannedSetting(cell.key, cell.setting, Action.EXECUTE))
+            planned.append(
+                PlannedSetting(cell.key, cell.setting, Action.EXECUTE, damage_reason(state))
+            )
         else:
-            planned.append(PlannedSetting(cell.key, cell.setting, Action.GENERATE))
+            reason = damage_reason(state) if state is not None else None
+            planned.append(PlannedSetting(cell.key, cell.setting, Action.GENERATE, reason))
     return Plan(tuple(planned), group_units(planned))
+
+
+def damage_reason(state: SettingState) -> str | None:
+    """Why a setting with a damaged file is redone, and how (None when nothing is damaged)."""
+    if not state.damage:
+        return None
+    more = f" and {len(state.damage) - 1} more" if len(state.damage) > 1 else ""
+    return (
+        f"damaged: {state.damage[0]}{more}; `run` quarantines it first and redoes what it "
+        "held (`reprogrid verify --fix` quarantines it now)"
+    )
 
 
 def group_units(planned: Sequence[PlannedSetting]) -> tuple[EngineUnit, ...]:

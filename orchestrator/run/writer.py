@@ -84,6 +84,7 @@ class StoreWriter:
         self._provenance: dict[str, dict[str, Any]] = {}
         self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
         self._counted: set[str] = set()  # settings whose generation attempt this run counted
+        self._in_progress: set[str] = set()  # settings whose work this run has handed out
         self.n_generated = 0
         self.n_executed = 0
 
@@ -134,14 +135,22 @@ class StoreWriter:
         return self._attempts[key]
 
     def started(self, key: str, setting: SettingSpec) -> None:
-        """The setting is submitted (to generate, or only to execute its stored generations).
-        Not an attempt yet: `attempts` counts generation attempts that came back."""
+        """The setting is submitted (to generate, or only to execute its stored generations):
+        `queued` until its work is handed out. Not an attempt yet: `attempts` counts
+        generation attempts that came back."""
         previous = self._previous(key)
         self._attempts[key] = int((previous or {}).get("attempts") or 0)
         if previous:  # keep what an earlier run learnt (execution-only resumes need it)
             kept = {c: previous.get(c) for c in PROVENANCE_FIELDS if previous.get(c) is not None}
             self._provenance.setdefault(key, kept)
-        self._write(key, setting, SettingStatus.RUNNING)
+        self._write(key, setting, SettingStatus.QUEUED)
+
+    def in_progress(self, key: str, setting: SettingSpec) -> None:
+        """Its first chunk went to an engine, or its programs to an execution task: `running`
+        from now on (once per run: `status` counts these, not the queued ones)."""
+        if key not in self._in_progress:
+            self._in_progress.add(key)
+            self._write(key, setting, SettingStatus.RUNNING)
 
     def generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
         self.store.write_rows("generations", key, generation_rows(key, result.samples))

@@ -146,10 +146,12 @@ def test_status_shows_generated_and_partial_columns_and_lists_keys(env, capsys, 
     assert data["totals"] == {
         "complete": 1,
         "running": 0,
+        "queued": 0,
         "generated": 1,
         "partial": 1,
         "failed": 0,
         "skipped": 0,
+        "damaged": 0,
         "pending": 0,
     }
     assert data["partial"] == [
@@ -162,14 +164,17 @@ def test_status_shows_generated_and_partial_columns_and_lists_keys(env, capsys, 
         "engine",
         "complete",
         "running",
+        "queued",
         "generated",
         "partial",
         "failed",
         "skipped",
+        "damaged",
         "pending",
     ]
+    listed = {line.split()[0]: line.split()[1] for line in out.splitlines()[-3:]}
     for status, key in keys.items():
-        assert f"{key}  {status}" in out.splitlines()
+        assert listed[key[:12]] == status
     assert f"partial {keys['partial'][:12]}: 100 of 164 samples generated" in out
     code, out, _ = run_cli(["status", f"store={tmp_path}"], capsys)
     assert keys["complete"] not in out  # full keys only with --keys
@@ -391,7 +396,10 @@ def test_a_selection_is_stored_and_scored_with_its_problems(
     [row] = score_table(str(root), [key])
     assert row["value"] == 0.5 and row["selection"] == "Python/0,Python/7"
     table = render_score_table([row])
-    assert "0.5000" in table and "50.00" not in table and "Python/0,Python/7" in table
+    # one scale: percent, as the report and import-generations print it, said in the header
+    assert "score %" in table.splitlines()[0]
+    assert "50.00" in table and "0.5000" not in table and "Python/0,Python/7" in table
+    assert key[:12] in table and row["score_pct"] == 50.0
 
 
 # -- replay files per cell ------------------------------------------------------------------------
