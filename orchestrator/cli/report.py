@@ -113,7 +113,7 @@ def _register_export(sub) -> None:
         "--all",
         action="store_true",
         help="every setting whose generations are all stored: one file per setting, "
-        "<out>/<setting key>.json",
+        "<out>/<setting key>.json, and <out>/index.json (key -> setting)",
     )
     p.add_argument(
         "--out",
@@ -268,6 +268,7 @@ def cmd_export_generations(args: argparse.Namespace) -> int:
     if args.all:
         for key, path, n_problems, n_samples in export_all(store, args.out):
             _out(f"{path}: {n_problems} problems x {n_samples} samples (setting {key[:12]})")
+        _out(f"{args.out}/index.json: which setting each file holds")
         return 0
     key = resolve_setting_key(store, args.setting)
     entries = export_entries(store, key)

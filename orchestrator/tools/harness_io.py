@@ -115,7 +115,46 @@ def export_all(store: Store, folder: str | Path) -> list[tuple[str, Path, int, i
         entries = export_entries(store, key, index)
         path = write_generations_json(entries, Path(folder) / f"{key}.json")
         written.append((key, path, len(entries), len(entries[0])))
+    write_export_index(store, Path(folder), written)
     return written
+
+
+INDEX_FILE = "index.json"
+INDEX_FIELDS = (
+    "model_name",
+    "model_repo_id",
+    "benchmark",
+    "variant",
+    "template",
+    "decoding",
+    "max_length",
+    "precision",
+    "backend",
+    "n_samples",
+    "n_problems",
+)
+
+
+def write_export_index(
+    store: Store, folder: Path, written: Sequence[tuple[str, Path, int, int]]
+) -> Path:
+    """`<folder>/index.json`: which setting each file holds (its key, file name and the fields
+    of its settings row), so the files are usable without the store."""
+    keys = [key for key, *_ in written]
+    rows = {r["setting_key"]: r for r in store.read_table("settings", keys).to_pylist()}
+    index = [
+        {
+            "setting_key": key,
+            "file": path.name,
+            "problems": n_problems,
+            "samples_per_problem": n_samples,
+            **{f: rows.get(key, {}).get(f) for f in INDEX_FIELDS},
+        }
+        for key, path, n_problems, n_samples in written
+    ]
+    target = folder / INDEX_FILE
+    target.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    return target
 
 
 def write_generations_json(entries: Sequence[Sequence[str]], path: str | Path) -> Path:

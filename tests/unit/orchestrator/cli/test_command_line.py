@@ -231,13 +231,19 @@ def test_export_all_writes_one_harness_file_per_setting(tmp_path, problem_set, c
         ["export-generations", f"store={root}", "--all", "--out", str(tmp_path / "files")], capsys
     )
     assert code == 0
-    written = sorted(p.stem for p in (tmp_path / "files").iterdir())
+    written = sorted(p.stem for p in (tmp_path / "files").glob("*.json") if p.stem != "index")
     # every setting whose generations are all stored; the partial one is not a whole file
     assert written == sorted([canonical, keys["complete"], keys["generated"]])
+    index = json.loads((tmp_path / "files" / "index.json").read_text())
+    assert sorted(e["setting_key"] for e in index) == written
+    entry = next(e for e in index if e["setting_key"] == keys["complete"])
+    assert entry["file"] == f"{keys['complete']}.json" and entry["problems"] == 164
+    assert (entry["model_name"], entry["template"], entry["decoding"]) == ("tiny", "yi", "greedy")
+    assert (entry["max_length"], entry["precision"], entry["backend"]) == (2048, "fp32", "hf")
     entries = json.loads((tmp_path / "files" / f"{canonical}.json").read_text())
     assert len(entries) == 5 and entries[0][0].startswith("from typing import List")
     assert len(json.loads((tmp_path / "files" / f"{keys['generated']}.json").read_text())) == 164
-    assert len(out.strip().splitlines()) == 3
+    assert len(out.strip().splitlines()) == 4 and "index.json" in out
     code, _, err = run_cli(
         [
             "export-generations",
