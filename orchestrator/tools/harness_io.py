@@ -171,6 +171,7 @@ def _cell(config, file_sha: str, n_entries: int):
     the first ones (the harness's --limit), unless benchmark.limit or benchmark.problems says
     otherwise (its entries are then the selected problems, in benchmark order)."""
     from orchestrator.run.grid import Environment, expand_grid, replay_files
+    from orchestrator.run.modelid import model_identities
     from orchestrator.run.runner import load_benchmark, with_selection
 
     loaded = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
@@ -187,7 +188,10 @@ def _cell(config, file_sha: str, n_entries: int):
             f"(benchmark.limit={config.benchmark.limit}, benchmark.problems="
             f"{','.join(config.benchmark.problems or ()) or 'null'}); they must agree"
         )
-    env = Environment(replay_files={f: file_sha for f in replay_files(config)})
+    env = Environment(
+        replay_files={f: file_sha for f in replay_files(config)},
+        model_identities=model_identities(config.models, config.cache_dir),
+    )
     cells = expand_grid(config, loaded.data_sha256, env)
     if len(cells) != 1:
         raise ConfigError(f"import-generations scores one setting; the overrides give {len(cells)}")
