@@ -179,6 +179,10 @@ class EngineSpec:
     vllm: VllmOptions = field(default_factory=VllmOptions)
     replay_path: str | None = None  # backend=replay: JSONL of raw continuations
     replay_sha256: str | None = None  # content hash of replay_path (part of the key)
+    # backend=replay of an imported file: the backend its generations claim to come from (what
+    # the setting reproduces: reports line it up with that backend's runs). A label, not keyed:
+    # the file's text cannot change with it. None: not stated.
+    claimed_backend: BackendName | None = None
 
 
 # ---------------------------------------------------------------------------------------------
