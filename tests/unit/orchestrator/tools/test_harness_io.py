@@ -201,3 +201,14 @@ def test_import_refuses_a_sweep_and_a_limit_mismatch(tmp_path, data_env, capsys)
     assert "the file has 3 problems but the setting selects 4" in capsys.readouterr().err
     assert main(["import-generations", str(path), "--model", "nonexistent", *store]) == 2
     assert "Unknown model" in capsys.readouterr().err
+    # the backend a file claims is one backend that generates
+    claim = ["import-generations", str(path), "--model", "tiny", *store, "--setting"]
+    assert main([*claim, "backend=auto"]) == 2
+    assert "backend=auto is not a backend a file was generated with" in capsys.readouterr().err
+    assert main([*claim, "backend=hf,vllm"]) == 2
+    assert "name one backend, not a sweep" in capsys.readouterr().err
+    # a shorter entry that is not the harness's at-limit shape names the way out
+    write_generations_json([["a", "b"], ["c"], ["d", "e"]], path)
+    assert main([*claim, "decoding=t0.8"]) == 2
+    err = capsys.readouterr().err
+    assert "entry 1 holds 1 samples, others 2" in err and "samples_per_call" in err
