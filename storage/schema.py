@@ -10,7 +10,9 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "3"  # 2: a setting's run-time facts; 3: the problem selection (marked "2", "3")
+# 2: a setting's run-time facts; 3: the problem selection; 4: an import's claimed backend
+# (the columns added are marked "2", "3", "4")
+SCHEMA_VERSION = "4"
 
 
 class SettingStatus(StrEnum):
@@ -67,6 +69,9 @@ SETTINGS = pa.schema(
         ("model_size_b", pa.float64()),
         ("model_tuning", _dict),
         ("backend", _dict),
+        # An imported file's claim (import-generations): the backend its generations come from;
+        # `backend` stays `replay`, the provenance. Null: a generated setting (or no claim).
+        _added("claimed_backend", _str, "4"),
         ("dtype", _dict),
         ("quant", _dict),
         ("bnb_4bit_quant_type", _str),

@@ -1,13 +1,16 @@
 """The one place where keys and derived seeds are made.
 
 A setting key is the sha256 of the canonical JSON of every field that can change an output.
-Labels (model config name, decoding name, precision label), paths of the store, worker counts and
-batching knobs that do not change outputs are left out. Greedy settings drop the sampling
-parameters and the seed, which cannot change a greedy output.
+Labels (model config name, decoding name, precision label, the backend an imported file claims),
+paths of the store, worker counts and batching knobs that do not change outputs are left out.
+Greedy settings drop the sampling parameters and the seed, which cannot change a greedy output.
+A model is named by its Hub id, or, for a local folder, by what the folder holds
+(`ModelSpec.identity`), never by where the folder lies.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -61,8 +64,10 @@ def sha256_hex(text: str | bytes) -> str:
 
 def engine_fields(engine: EngineSpec) -> dict[str, Any]:
     """The output-relevant fields of an engine (model identity, backend, numerics)."""
+    model = engine.model
     fields: dict[str, Any] = {
-        "model": engine.model.repo_id,
+        # A local folder by its content (or its builder's recipe); a Hub model by its id.
+        "model": model.identity if model.identity is not None else model.repo_id,
         "revision": engine.model.revision,
         "backend": engine.backend.value,
         "dtype": engine.dtype.value,
@@ -120,6 +125,18 @@ def setting_fields(setting: SettingSpec) -> dict[str, Any]:
 
 def setting_key(setting: SettingSpec) -> str:
     return sha256_hex(canonical_json(setting_fields(setting)))
+
+
+def path_keyed(setting: SettingSpec) -> SettingSpec | None:
+    """The setting as keyed before local models were named by their content: with the folder's
+    path (`repo_id`) in the key. A store written then holds the setting under the key of this
+    spec (the driver's plan finds it there: an alias). None for a model keyed by its Hub id,
+    whose key never changed."""
+    model = setting.engine.model
+    if model.identity is None:
+        return None
+    engine = dataclasses.replace(setting.engine, model=dataclasses.replace(model, identity=None))
+    return dataclasses.replace(setting, engine=engine)
 
 
 def sample_seed(key: str, task_id: str, sample_index: int) -> int:

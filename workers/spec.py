@@ -132,7 +132,7 @@ class StopRule(StrEnum):
 class ModelSpec:
     name: str  # config name, e.g. "deepseekcoder-1.3b-instruct"; a label, not part of the key
     repo_id: str  # HF repo id, or a local folder
-    revision: str  # HF revision (commit), or the content fingerprint of a local folder
+    revision: str  # HF revision (commit); for a local folder a label (a builder's recipe)
     family: str  # "deepseekcoder", "codellama", ...; joins with the literature table
     size_b: float  # parameters in billions
     tuning: Tuning
@@ -140,6 +140,15 @@ class ModelSpec:
     num_gpus: int = 1  # GPUs one engine of this model needs (Ray num_gpus)
     trust_remote_code: bool = False
     builder: str | None = None  # "tiny" | "smollm2-gguf": built offline if repo_id is missing
+    # What the setting key names the model by instead of `repo_id` (workers/keys.py): a local
+    # folder's content, "sha256:<hex>", or the recipe of a folder a builder makes,
+    # "builder:<name>" (orchestrator/run/modelid.py). None: a Hub id, keyed as itself. Set by
+    # the driver from what the folder holds, never in a model config.
+    identity: str | None = None
+
+
+# The marker a builder writes into the folder it makes: {"recipe": <the model's revision>, ...}.
+BUILD_RECIPE_FILE = "reprogrid_recipe.json"
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,10 @@ class EngineSpec:
     vllm: VllmOptions = field(default_factory=VllmOptions)
     replay_path: str | None = None  # backend=replay: JSONL of raw continuations
     replay_sha256: str | None = None  # content hash of replay_path (part of the key)
+    # backend=replay of an imported file: the backend its generations claim to come from (what
+    # the setting reproduces: reports line it up with that backend's runs). A label, not keyed:
+    # the file's text cannot change with it. None: not stated.
+    claimed_backend: BackendName | None = None
 
 
 # ---------------------------------------------------------------------------------------------

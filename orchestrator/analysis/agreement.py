@@ -3,12 +3,14 @@ re-generation. Pure functions of rows (no store, no I/O).
 
 The match, precisely: two complete settings are paired when their keyed fields
 (`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
-the engine's backend and its backend-only options (`backend`, `vllm_batch_invariant`), and
-their backends differ. So model and revision, dtype and quantization, benchmark, variant, data
-hash, problem limit, template, decoding parameters (temperature, top_p, top_k; not the
-decoding's name), max_length and its semantics and n_samples must be equal, and for sampled
-settings also seed and seed policy (greedy settings ignore them, as the key does). Samples are
-compared on (task_id, sample_index).
+the engine's backend and its backend-only fields (`backend`, `vllm_batch_invariant`, and the
+replayed file's `replay_sha256`), and their backends differ. So model and revision, dtype and
+quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
+(temperature, top_p, top_k; not the decoding's name), max_length and its semantics and
+n_samples must be equal, and for sampled settings also seed and seed policy (greedy settings
+ignore them, as the key does). A `replay` setting (an imported file) pairs only with the
+backend it claims to come from (its `claimed_backend`): the run it reproduces; without a
+claim it pairs with nothing. Samples are compared on (task_id, sample_index).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 
 from workers.keys import canonical_json
 
-BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant")
+BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant", "replay_sha256")
 BACKEND_ORDER = ("hf", "vllm")  # the first of a pair is the reference (the harness's backend)
+REPLAY = "replay"  # replayed text: compared with what it claims to reproduce, nothing else
 MAX_LISTED = 20  # differing task ids listed per pair
 
 
@@ -42,6 +45,16 @@ def _backend_rank(backend: str) -> tuple[int, str]:
     )
 
 
+def can_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Different backends; a replayed setting only with the backend it claims."""
+    if a["backend"] == b["backend"]:
+        return False
+    for x, y in ((a, b), (b, a)):
+        if x["backend"] == REPLAY:
+            return x.get("claimed_backend") == y["backend"]
+    return True
+
+
 @dataclass(frozen=True)
 class Pair:
     match: str  # match_key of both
@@ -50,22 +63,21 @@ class Pair:
 
 
 def pair_settings(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], int]:
-    """Every pair of rows with the same match key and different backends (reference backend
-    first), and how many rows had no partner."""
+    """Every pair of rows with the same match key that `can_pair` (reference backend first,
+    a replay last), and how many rows had no partner."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[match_key(row["setting_json"])].append(row)
     pairs, unpaired = [], 0
     for match, members in groups.items():
         members = sorted(members, key=lambda r: (_backend_rank(r["backend"]), r["setting_key"]))
-        found = False
+        paired: set[str] = set()
         for i, a in enumerate(members):
             for b in members[i + 1 :]:
-                if a["backend"] != b["backend"]:
+                if can_pair(a, b):
                     pairs.append(Pair(match, a, b))
-                    found = True
-        if not found:
-            unpaired += len(members)
+                    paired |= {a["setting_key"], b["setting_key"]}
+        unpaired += sum(r["setting_key"] not in paired for r in members)
     return pairs, unpaired
 
 

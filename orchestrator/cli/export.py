@@ -50,6 +50,12 @@ def register(sub) -> None:
     )
     p.add_argument("--no-literature", action="store_true", help="export the store's scores only")
     p.add_argument(
+        "--no-pilots",
+        action="store_true",
+        help="leave out pilots: settings over a subset of the problems (benchmark.limit, "
+        "benchmark.problems); without it they are exported, marked as subsets",
+    )
+    p.add_argument(
         "--organization",
         default="reprogrid",
         metavar="NAME",
@@ -89,14 +95,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     options = EeeOptions(
         organization=args.organization,
         relationship=EvaluatorRelationship(args.evaluator_relationship),
+        pilots=not args.no_pilots,
     )
     literature = None
     if not args.no_literature:
         rows = load_literature(args.literature) if args.literature else load_default_literature()
         literature = LiteratureSource(rows, load_mapping(args.mapping), repo_id_from_config)
     summary = export_eee(Store(args.store), args.out, options, literature, int(time.time()))
+    left_out = f" ({summary.pilots_left_out} pilot(s) left out)" if summary.pilots_left_out else ""
     _out(
-        f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores, "
+        f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores{left_out}, "
         f"{len(summary.literature)} literature record(s) in {summary.out}/literature"
     )
     return 0

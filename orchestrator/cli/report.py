@@ -143,7 +143,9 @@ def _register_import(sub) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="the setting the file was generated with, as overrides (template=instruct "
-        "decoding=t0.2 max_length=512 precision=bf16 ...)",
+        "decoding=t0.2 max_length=512 precision=bf16 samples_per_call=5 ...); backend=hf|vllm "
+        "names the backend it claims (default hf, the harness's transformers; stored as "
+        "claimed_backend, the setting's backend stays replay)",
     )
     add_store(p, default=None)
     p.add_argument(
@@ -273,7 +275,8 @@ def cmd_export_generations(args: argparse.Namespace) -> int:
     key = resolve_setting_key(store, args.setting)
     entries = export_entries(store, key)
     path = write_generations_json(entries, args.out)
-    _out(f"{path}: {len(entries)} problems x {len(entries[0])} samples (setting {key[:12]})")
+    n_samples = max(len(e) for e in entries)  # fewer for a prompt at the length limit
+    _out(f"{path}: {len(entries)} problems x {n_samples} samples (setting {key[:12]})")
     return 0
 
 
@@ -289,9 +292,10 @@ def cmd_import_generations(args: argparse.Namespace) -> int:
         _out(json.dumps(outcome.__dict__, indent=2))
     else:
         score = "-" if outcome.pass_at_1 is None else f"{100 * outcome.pass_at_1:.2f}%"
+        claim = f", claims {outcome.claimed_backend}" if outcome.claimed_backend else ""
         _out(
-            f"setting {outcome.setting_key} (backend replay): pass@1 {score} "
-            f"({outcome.n_passed} passing samples, {outcome.n_problems} problems x "
+            f"setting {outcome.setting_key} (backend replay{claim}; {outcome.file}): pass@1 "
+            f"{score} ({outcome.n_passed} passing samples, {outcome.n_problems} problems x "
             f"{outcome.n_samples}); store {outcome.store}"
         )
     return 0

@@ -1,7 +1,8 @@
 """`compare-backends`: settings that are the same except for the backend are paired (see
-orchestrator.analysis.agreement for the match), and for each pair the share of samples with
-identical programs, the share with the same pass/fail outcome, and the pass@1 difference are
-reported. Reads the store; the arithmetic is in the analysis wing.
+orchestrator.analysis.agreement for the match; an imported file with the run it claims to
+reproduce), and for each pair the share of samples with identical programs, the share with the
+same pass/fail outcome, and the pass@1 difference are reported. Reads the store; the arithmetic
+is in the analysis wing.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def compare_backends(store: Store) -> dict[str, Any]:
                 **setting_label(p.a),
                 "backend_a": p.a["backend"],
                 "backend_b": p.b["backend"],
+                # an imported file (backend replay): the backend it claims to come from
+                "claimed_backend_b": p.b.get("claimed_backend"),
                 "setting_key_a": ka,
                 "setting_key_b": kb,
                 **stats,
@@ -72,12 +75,18 @@ def compare_backends(store: Store) -> dict[str, Any]:
     }
 
 
+def _backend(backend: str, claimed: str | None) -> str:
+    """ "replay(hf)": an imported file and the backend it claims."""
+    return f"{backend}({claimed})" if claimed else backend
+
+
 def render_comparison(data: Mapping[str, Any]) -> str:
     def pct(x):
         return "-" if x is None else f"{100 * x:.1f}"
 
     lines = [
-        f"{data['n_pairs']} pair(s) of settings that differ only in the backend "
+        f"{data['n_pairs']} pair(s) of settings that differ only in the backend (or an "
+        "imported file and the run it claims to reproduce) "
         f"({data['n_complete_settings']} complete settings, {data['n_unpaired']} unpaired)"
     ]
     if not data["pairs"]:
@@ -106,7 +115,7 @@ def render_comparison(data: Mapping[str, Any]) -> str:
                 str(p["template"]),
                 str(p["decoding"]),
                 str(p["max_length"]),
-                f"{p['backend_a']}/{p['backend_b']}",
+                f"{p['backend_a']}/{_backend(p['backend_b'], p.get('claimed_backend_b'))}",
                 str(p["n_samples"]),
                 pct(p["identical_programs"]),
                 pct(p["same_outcome"]),

@@ -93,7 +93,9 @@ TABLES: dict[str, tuple[str, str]] = {
         "score_pct: the setting's headline metric in percent; for pass@1 the unbiased "
         "estimate, mean over problems, recomputed from the executions table, with its "
         "bootstrap interval over problems; and the number of samples whose prompt was "
-        "truncated, that hit the length limit, or whose harness slice was misaligned.",
+        "truncated, that hit the length limit, or whose harness slice was misaligned. "
+        "backend: where the generations come from (an imported file: the backend it "
+        "claims); generated_by: what made the stored generations (replay for an import).",
     ),
     "length_limits": (
         "Prompt truncation and length-limit hits",
@@ -168,9 +170,9 @@ DISPLAY: dict[str, Display] = {
     "effects": Display(fold_rows=40),
     "grid": Display(
         _cols(
-            "template template_kind decoding max_length precision backend n_samples metric "
-            "score_pct n_problems subset n_passed n_prompt_truncated n_hit_length_limit "
-            "n_decode_mismatch n_timeout setting_key"
+            "template template_kind decoding max_length precision backend generated_by "
+            "n_samples metric score_pct n_problems subset n_passed n_prompt_truncated "
+            "n_hit_length_limit n_decode_mismatch n_timeout setting_key"
         ),
         interval=True,
         headers={"score_pct": "score_pct [interval]"},

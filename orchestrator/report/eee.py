@@ -6,6 +6,12 @@ per literature value, each with the datastore path the schema's validator expect
 setting key (or the literature row), so exporting the same store twice writes the same files.
 Where each store column goes, and what the schema cannot hold, is in docs/install.md
 ("Results in the Every Eval Ever format"); orchestrator/report/export.py reads and writes.
+
+A pilot (a setting over part of its benchmark's problems, e.g. `benchmark.limit=10`) is marked
+where consumers read it: its `evaluation_name` says "subset: 10 of 164 problems", its
+Hugging Face `source_data` lists the problems scored (`sample_ids`, the schema's field for the
+samples used) beside `samples_number`, and `source_data.additional_details.subset` holds the
+same text. `EeeOptions.pilots=False` leaves pilots out altogether.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ SETTING_DETAILS = (
     "seed",
     "seed_policy",
     "backend",
+    "claimed_backend",
     "dtype",
     "quant",
     "bnb_4bit_quant_type",
@@ -108,6 +115,7 @@ class EeeOptions:
     confidence: float = 0.95  # pass@1 bootstrap interval over problems (as the report)
     n_resamples: int = 10_000
     seed: int = 0
+    pilots: bool = True  # False: settings over a subset of the problems are left out
 
 
 @dataclass(frozen=True)
@@ -165,8 +173,32 @@ def record_path(benchmark: str, model_id: str, developer: str | None, evaluation
     return "/".join(["data", *parts, f"{record_uuid(evaluation_id)}.json"])
 
 
-def source_data(benchmark: str, n_problems: Any, details: Mapping[str, Any]) -> dict[str, Any]:
-    """The schema's `source_data`: the benchmark's Hugging Face dataset where there is one."""
+def subset(setting: Mapping[str, Any], n_problems: Any) -> str | None:
+    """ "10 of 164" when the setting scored fewer problems than its benchmark holds ("limit 10"
+    where an older store did not record the total), else None: not a pilot."""
+    total: Any = setting.get("benchmark_n_problems")
+    if present(total) and present(n_problems) and int(n_problems) < int(total):
+        return f"{int(n_problems)} of {int(total)}"
+    if not present(total) and present(setting.get("limit")):
+        return f"limit {int(setting['limit'])}"
+    return None
+
+
+def _dataset_order(task_id: str) -> tuple[str, int]:
+    """ "Python/2" before "Python/10" (the benchmark's order, by the numeric suffix)."""
+    match = re.search(r"(\d+)$", task_id)
+    return (task_id[: match.start()], int(match.group(1))) if match else (task_id, -1)
+
+
+def source_data(
+    benchmark: str,
+    n_problems: Any,
+    details: Mapping[str, Any],
+    pilot: str | None = None,
+    task_ids: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The schema's `source_data`: the benchmark's Hugging Face dataset where there is one. A
+    pilot's (`pilot`: its subset) lists the problems it scored as `sample_ids`."""
     source: dict[str, Any] = {"dataset_name": benchmark, "source_type": "other"}
     if benchmark in HF_SOURCES:
         name, repo, split = HF_SOURCES[benchmark]
@@ -178,7 +210,10 @@ def source_data(benchmark: str, n_problems: Any, details: Mapping[str, Any]) -> 
         }
     if present(n_problems):
         source["samples_number"] = int(n_problems)
-    return {**source, "additional_details": strings({"benchmark": benchmark, **details})}
+    if pilot is not None and source["source_type"] == "hf_dataset" and task_ids:
+        source["sample_ids"] = sorted(task_ids, key=_dataset_order)
+    extra = strings({"benchmark": benchmark, **details, "subset": pilot})
+    return {**source, "additional_details": extra}
 
 
 def metric_config(metric: str, benchmark: str) -> dict[str, Any]:
@@ -268,14 +303,19 @@ def _results(
     metrics = {m: float(v) for m, v in candidates.items() if present(v) and math.isfinite(v)}
     benchmark = str(score.get("benchmark"))
     data = {n: setting.get(n) for n in ("variant", "data_sha256", "limit", "benchmark_n_problems")}
-    source = source_data(benchmark, score.get("n_problems"), data)
+    pilot = subset(setting, score.get("n_problems"))
+    ids = counts.task_ids if counts is not None else ()
+    source = source_data(benchmark, score.get("n_problems"), data, pilot, ids)
+    name = f"{benchmark}/{setting.get('variant')}"
+    if pilot is not None:  # a pilot is not the benchmark's evaluation: its name says so
+        name += f" (subset: {pilot} problems)"
     generation = generation_config(setting, run)
     results = []
     for metric, value in metrics.items():
         results.append(
             {
                 "evaluation_result_id": metric,
-                "evaluation_name": f"{benchmark}/{setting.get('variant')}",
+                "evaluation_name": name,
                 "source_data": source,
                 "metric_config": metric_config(metric, benchmark),
                 "score_details": _score_details(
@@ -306,6 +346,9 @@ def _model_info(setting: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]
     )
     backend = str(setting.get("backend"))
     engine = {"name": ENGINE_NAMES.get(backend, backend), "version": setting.get("backend_version")}
+    claimed = setting.get("claimed_backend")
+    if present(claimed):  # an imported file: the engine it claims; its version is not known
+        engine = {"name": ENGINE_NAMES.get(str(claimed), str(claimed))}
     details = {"deployment_type": "self_deployed", "model_availability": "open_weights"}
     info: dict[str, Any] = {
         "name": name,
@@ -372,13 +415,16 @@ def score_logs(
     options: EeeOptions,
 ) -> list[EeeRecord]:
     """Every `scores` row with its setting as a record, in setting-key order. A score whose
-    setting row is missing is left out (the store has nothing to say about how it was made)."""
+    setting row is missing is left out (the store has nothing to say about how it was made),
+    and so is a pilot's unless `options.pilots`."""
     by_key = {s["setting_key"]: s for s in settings}
     run_by_id = {r["run_id"]: r for r in runs}
     out = []
     for score in sorted(scores, key=lambda s: s["setting_key"]):
         setting = by_key.get(score["setting_key"])
         if setting is None:
+            continue
+        if not options.pilots and subset(setting, score.get("n_problems")) is not None:
             continue
         run = run_by_id.get(setting.get("run_id"))
         out.append(score_log(score, setting, run, counts.get(score["setting_key"]), options))

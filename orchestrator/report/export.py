@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from orchestrator.analysis.intervals import ProblemCounts, problem_counts
-from orchestrator.report.eee import EeeOptions, EeeRecord, model_identity, score_logs
+from orchestrator.report.eee import EeeOptions, EeeRecord, model_identity, score_logs, subset
 from orchestrator.report.eee_literature import literature_logs
 from orchestrator.report.grid import read_frame
 from storage.literature import LiteratureMapping, LiteratureRow
@@ -48,6 +48,7 @@ class ExportSummary:
     out: str
     scores: tuple[str, ...]  # files written, relative to `out`
     literature: tuple[str, ...]
+    pilots_left_out: int = 0  # scored pilots not written (EeeOptions.pilots=False)
 
 
 def _counts(store: Store, keys: Sequence[str]) -> dict[str, ProblemCounts]:
@@ -59,6 +60,16 @@ def _counts(store: Store, keys: Sequence[str]) -> dict[str, ProblemCounts]:
             rows = shard.select(["task_id", "passed"]).to_pydict()
             out[key] = problem_counts(rows["task_id"], rows["passed"])
     return out
+
+
+def _pilots(scores: Sequence[dict], settings: Sequence[dict]) -> int:
+    """Scored settings over a subset of their benchmark's problems."""
+    by_key = {s["setting_key"]: s for s in settings}
+    return sum(
+        subset(by_key[s["setting_key"]], s.get("n_problems")) is not None
+        for s in scores
+        if s["setting_key"] in by_key
+    )
 
 
 def _write(records: Sequence[EeeRecord], root: Path) -> tuple[str, ...]:
@@ -111,4 +122,6 @@ def export_eee(
         repo_ids = _repo_ids(settings, literature)
         rows = literature_logs(literature.rows, literature.mapping, repo_ids, retrieved_at)
         cited = _write(rows, root / LITERATURE_DIR)
-    return ExportSummary(str(root), written, cited)
+    return ExportSummary(
+        str(root), written, cited, 0 if options.pilots else _pilots(scores, settings)
+    )

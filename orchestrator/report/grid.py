@@ -1,5 +1,9 @@
 """The report's grid: one row per complete setting with its score, read from the store.
 
+`backend` is the backend a setting's generations come from: for an imported harness file, the
+one it claims (`claimed_backend`), so the import lines up with the run it reproduces;
+`generated_by` is what the store ran (`replay` for an import).
+
 A setting's score (`score_pct`) is its headline metric in percent. pass@1 is recomputed from
 the executions table (the source of truth: unbiased pass@1 per problem, mean over problems,
 exact) and carries a bootstrap interval; other metrics (InfiBench's best@10) and settings
@@ -38,6 +42,7 @@ GRID_COLUMNS = (
     "max_length",
     "precision",
     "backend",
+    "generated_by",
     "variant",
     "n_samples",
     "metric",
@@ -130,6 +135,12 @@ def subset_label(n_problems: Any, total: Any, limit: Any) -> str:
 
 def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> dict[str, Any]:
     row = {c: setting.get(c) for c in GRID_COLUMNS}
+    # An imported file stands where the backend it claims stands (the run it reproduces);
+    # `generated_by` keeps what made the stored generations (replay).
+    claimed = setting.get("claimed_backend")
+    row["generated_by"] = setting.get("backend")
+    if present(claimed):
+        row["backend"] = claimed
     exact = measured["exact"]
     kind, kind_from = _kind(setting, own)
     total = setting.get("benchmark_n_problems")

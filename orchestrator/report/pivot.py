@@ -35,9 +35,10 @@ def _hover(rows: Sequence[dict[str, Any]]) -> str:
         interval = ""
         if present(r["ci_low_pct"]):
             interval = f" [{_fmt(r['ci_low_pct'])}, {_fmt(r['ci_high_pct'])}]"
+        imported = " (imported)" if r.get("generated_by") not in (None, r["backend"]) else ""
         parts.append(
             f"{_fmt(r['score_pct'])}{interval}, n_samples {r['n_samples']}, "
-            f"{r['n_problems']} problems, setting {str(r['setting_key'])[:12]}"
+            f"{r['n_problems']} problems, setting {str(r['setting_key'])[:12]}{imported}"
         )
     prefix = f"mean of {len(rows)} settings: " if len(rows) > 1 else ""
     return prefix + "; ".join(parts)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.run.config import RunConfig
 from workers.benchmarks.base import BenchmarkDefinition
 from workers.benchmarks.registry import get_benchmark
-from workers.keys import setting_key
+from workers.keys import path_keyed, setting_key
 from workers.spec import (
     PRECISIONS,
     BackendName,
@@ -49,6 +50,9 @@ class Environment:
 
     vllm_installed: bool = False
     replay_files: Mapping[str, str] = field(default_factory=dict)  # replay file -> its sha256
+    # repo_id -> what a local folder holds (orchestrator/run/modelid.py): the model's identity
+    # in the key. A repo_id without an entry is keyed as itself (a Hub id).
+    model_identities: Mapping[str, str] = field(default_factory=dict)
 
 
 def replay_file(pattern: str, model: ModelSpec, values: Mapping[str, Any]) -> str:
@@ -77,10 +81,19 @@ class Cell:
     key: str
     setting: SettingSpec
     skip_reason: str | None = None
+    # The same cell as keyed by an earlier derivation (a local folder by its path): a store
+    # written then holds it under that key, which the plan then keeps using.
+    aliases: tuple[Cell, ...] = ()
 
     @property
     def skipped(self) -> bool:
         return self.skip_reason is not None
+
+    def stored_as(self, stored: Container[str]) -> Cell:
+        """This cell, or the alias the store holds it under when it holds only that."""
+        if self.key in stored:
+            return self
+        return next((a for a in self.aliases if a.key in stored), self)
 
 
 def axis_assignments(config: RunConfig) -> list[dict[str, Any]]:
@@ -126,6 +139,9 @@ def make_cell(
     bnb = Bnb4bitType(values["bnb_4bit_quant_type"])
     backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env, bnb)
     benchmark = get_benchmark(config.benchmark.name)
+    identity = env.model_identities.get(model.repo_id)
+    if identity is not None:
+        model = dataclasses.replace(model, identity=identity)
     template = benchmark.resolve_template(values["template"], model)
     replay = None
     if backend is BackendName.REPLAY and config.replay_path is not None:
@@ -159,7 +175,10 @@ def make_cell(
         seed=int(values["seed"]),
         seed_policy=policy,
     )
-    return Cell(setting_key(setting), setting, skip_reason(setting, benchmark))
+    skip = skip_reason(setting, benchmark)
+    legacy = path_keyed(setting)
+    aliases = (Cell(setting_key(legacy), legacy, skip),) if legacy is not None else ()
+    return Cell(setting_key(setting), setting, skip, aliases)
 
 
 def skip_reason(setting: SettingSpec, benchmark: BenchmarkDefinition) -> str | None:

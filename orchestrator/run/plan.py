@@ -112,9 +112,12 @@ def plan_settings(
     """What to do with each cell. `execution`: the execution identity this run would give each
     setting; a complete setting whose stored executions have another one (or none: an older
     store) is executed again from its stored generations. None: not checked (tests of the
-    rest of the plan)."""
+    rest of the plan). A cell the store holds only under an alias (its key before local
+    folders were keyed by content) is planned under that key and spec: its stored results are
+    done or resumed as they are, never generated again."""
     planned = []
     for cell in cells:
+        cell = cell.stored_as(index)  # a store written before content keys: its own key
         state = index.get(cell.key)
         expected = execution.get(cell.key) if execution is not None else None
         if cell.skipped:

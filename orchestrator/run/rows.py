@@ -63,6 +63,7 @@ def setting_row(
         "model_size_b": model.size_b,
         "model_tuning": model.tuning.value,
         "backend": engine.backend.value,
+        "claimed_backend": engine.claimed_backend.value if engine.claimed_backend else None,
         "dtype": engine.dtype.value,
         "quant": engine.quant.value,
         "bnb_4bit_quant_type": engine.bnb_4bit_quant_type.value,

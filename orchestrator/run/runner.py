@@ -17,6 +17,7 @@ from typing import TextIO
 from orchestrator.errors import ConfigError, Interrupted
 from orchestrator.run.config import ENV_DATA_DIR, BenchmarkConf, RunConfig, available
 from orchestrator.run.grid import Cell, Environment, expand_grid, replay_files
+from orchestrator.run.modelid import model_identities
 from orchestrator.run.plan import Action, ExecutionIdentity, Plan, plan_settings
 from orchestrator.run.progress import Progress
 from orchestrator.run.provenance import (
@@ -64,7 +65,8 @@ class PreparedGrid:
                 execution_key(c.key, limits, environment),
                 canonical_json(execution_fields(c.key, limits, environment)),
             )
-            for c in self.cells
+            for cell in self.cells
+            for c in (cell, *cell.aliases)
             if not c.skipped
         }
 
@@ -105,6 +107,7 @@ def grid_state(store: Store, cells: Sequence[Cell]) -> GridState:
     index = build_index(store)
     counts = {"complete": 0, "skipped": 0, "failed": 0, "pending": 0}
     for cell in cells:
+        cell = cell.stored_as(index)
         state = index.get(cell.key)
         if cell.skipped:
             counts["skipped"] += 1
@@ -170,7 +173,9 @@ def prepare(config: RunConfig) -> PreparedGrid:
         )
         raise ConfigError(f"replay_path {config.replay_path!r}: no file {shown}")
     env = Environment(
-        vllm_installed=vllm_installed(), replay_files={f: file_sha256(f) for f in files}
+        vllm_installed=vllm_installed(),
+        replay_files={f: file_sha256(f) for f in files},
+        model_identities=model_identities(config.models, config.cache_dir),
     )
     cells = tuple(expand_grid(config, benchmark.data_sha256, env))
     return PreparedGrid(config, benchmark, cells, env)
@@ -217,7 +222,8 @@ def _run_row(run_id: str, prepared: PreparedGrid, command: str, status: RunStatu
         "finished_at": extra.pop("finished_at", None),
         "command": command,
         "overrides_json": json.dumps(list(cfg.overrides)),
-        "setting_keys": [c.key for c in prepared.cells],
+        # the keys the plan uses (an alias where the store holds a setting under its old key)
+        "setting_keys": extra.pop("setting_keys"),
         "git_revision": git_revision(),
         "hostname": hostname(),
         "library_versions_json": library_versions_json(),
@@ -276,10 +282,20 @@ def _run_grid(
         plan = make_plan(store, prepared, retry_failed, quarantine=True)
         upgrade_shards(store)  # shards of an older schema: same columns as every other shard
         started_at = utc_now()
+        keys = [item.key for item in plan.settings]
         store.write_rows(
             "runs",
             run_id,
-            [_run_row(run_id, prepared, command, RunStatus.RUNNING, started_at=started_at)],
+            [
+                _run_row(
+                    run_id,
+                    prepared,
+                    command,
+                    RunStatus.RUNNING,
+                    started_at=started_at,
+                    setting_keys=keys,
+                )
+            ],
         )
         writer = StoreWriter(
             store,
@@ -319,6 +335,7 @@ def _run_grid(
                         command,
                         status,
                         started_at=started_at,
+                        setting_keys=keys,
                         finished_at=utc_now(),
                         n_generated=writer.n_generated,
                         n_executed=writer.n_executed,

@@ -61,7 +61,8 @@ def _find_settings(store: Store, keys: Sequence[str], overrides: Sequence[str] |
     for key in keys:
         args = list(overrides) if overrides else _run_overrides(store, key)
         prepared = prepare(load_run_config([*args, f"store={store.uri}"]))
-        cells = {c.key: c for c in prepared.cells}
+        # a cell's aliases too: a store written when local folders were keyed by their path
+        cells = {c.key: c for cell in prepared.cells for c in (cell, *cell.aliases)}
         if key not in cells:
             raise CompareError(
                 f"setting {key[:12]} is not a cell of the grid of overrides {args}; the data, "

@@ -94,3 +94,61 @@ def test_old_shards_are_upgraded_to_todays_columns(env, capsys, tmp_path):
         new = pq.read_table(store / table).to_pylist()
         assert [{k: r[k] for k in o} for r, o in zip(new, rows, strict=True)] == rows
     assert main(["verify", "--store", str(store)]) == 0
+
+
+# -- a store keyed by local folder paths (tests/fixtures/store_v3_pathkeys) ----------------------
+# Written when a local folder entered the key by its path; today a folder is keyed by what it
+# holds, so each setting is found under its old key (an alias) as long as the folder is where
+# the store recorded it.
+PATH_KEYED = [
+    "model=tiny",
+    "model.builder=null",
+    "model.repo_id=models/local-tiny",
+    "backend=replay",
+    "replay_path=replay.jsonl",
+    "benchmark.limit=3",
+    "precision=fp32",
+    "max_length=2048",
+    "store=store",
+]
+
+
+def path_keyed_store(tmp_path: Path, monkeypatch) -> Path:
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "store_v3_pathkeys", store)
+    shutil.copy(FIXTURES / "store_v1_replay.jsonl", tmp_path / "replay.jsonl")
+    folder = tmp_path / "models" / "local-tiny"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    monkeypatch.chdir(tmp_path)  # the fixture's paths are relative to where it was written
+    return store
+
+
+def test_a_store_keyed_by_folder_paths_plans_as_done(env, capsys, tmp_path, monkeypatch):
+    store = path_keyed_store(tmp_path, monkeypatch)
+    stored = {p.stem for p in (store / "settings").glob("*.parquet")}
+    old_model = {
+        json.loads(r["setting_json"])["engine"]["model"]
+        for r in pq.read_table(store / "settings").to_pylist()
+    }
+    assert old_model == {"models/local-tiny"}  # the path was the model's identity
+    planned = set()
+    for grid in GRIDS:
+        assert main(["plan", "--json", *PATH_KEYED, *grid]) == 0
+        data = json.loads(capsys.readouterr().out)
+        settings = [s for e in data["engines"] for s in e["settings"]]
+        # done, or executed again where this host's execution identity differs; never generated
+        assert {s["action"] for s in settings} <= {"done", "execute"}, data["counts"]
+        planned |= {s["setting_key"] for s in settings}
+    assert planned == stored and len(stored) == 3
+    # a fresh store gets today's keys: the folder's content, not its path
+    elsewhere = [*PATH_KEYED[:-1], f"store={tmp_path / 'fresh'}"]
+    assert main(["plan", "--json", *elsewhere, *GRIDS[0]]) == 0
+    fresh = json.loads(capsys.readouterr().out)
+    fresh_keys = {s["setting_key"] for e in fresh["engines"] for s in e["settings"]}
+    assert len(fresh_keys) == 2 and not fresh_keys & stored
+
+    assert main(["run", "--json", *PATH_KEYED, *GRIDS[1]]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["generated"] == 0 and outcome["grid_complete"]
+    assert {p.stem for p in (store / "settings").glob("*.parquet")} == stored  # no new setting

@@ -12,6 +12,8 @@ import os
 import sysconfig
 from pathlib import Path
 
+from workers.spec import BUILD_RECIPE_FILE
+
 logger = logging.getLogger(__name__)
 
 TINY_RECIPE = "tiny-llama-v1"  # bump when the build below changes what it produces
@@ -47,7 +49,7 @@ def build_tiny_model(out_dir: str | os.PathLike, seed: int = 0, init_std: float 
     tokenizer.save_pretrained(out)
     model = _random_tiny_llama(tokenizer, seed, init_std)
     model.save_pretrained(out, safe_serialization=True)
-    (out / "reprogrid_recipe.json").write_text(
+    (out / BUILD_RECIPE_FILE).write_text(
         json.dumps({"recipe": TINY_RECIPE, "seed": seed, "init_std": init_std})
     )
     return out
@@ -159,7 +161,7 @@ def convert_smollm2(out_dir: str | os.PathLike) -> Path:
         model.tie_weights()
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
-    (tmp / "reprogrid_recipe.json").write_text(json.dumps({"recipe": SMOLLM2_RECIPE}))
+    (tmp / BUILD_RECIPE_FILE).write_text(json.dumps({"recipe": SMOLLM2_RECIPE}))
     os.replace(tmp, out) if not out.exists() else None
     return out
 

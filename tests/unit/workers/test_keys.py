@@ -10,6 +10,7 @@ from workers.keys import (
     call_seed,
     canonical_json,
     engine_key,
+    path_keyed,
     sample_seed,
     setting_key,
 )
@@ -98,6 +99,24 @@ def test_sampled_settings_key_the_seed_and_policy():
 def test_backend_options_that_cannot_change_outputs_are_not_keyed():
     on_cpu = EngineSpec(MODEL, BackendName.HF, Dtype.BF16, Quant.NONE, hf=HfOptions(device="cpu"))
     assert setting_key(setting(engine=on_cpu)) == setting_key(setting())
+
+
+def test_a_local_folder_is_keyed_by_its_identity_not_its_path():
+    """Two paths of one folder content give one key; the path-keyed form (what stores written
+    before identities hold) is today's key of the same spec without an identity."""
+    at_a = dataclasses.replace(MODEL, repo_id="/mnt/a/model", identity="sha256:" + "1" * 64)
+    at_b = dataclasses.replace(at_a, repo_id="/scratch/b/model")
+    other = dataclasses.replace(at_a, identity="sha256:" + "2" * 64)
+
+    def keyed(m):
+        return setting(engine=EngineSpec(m, BackendName.HF, Dtype.BF16, Quant.NONE))
+
+    assert setting_key(keyed(at_a)) == setting_key(keyed(at_b)) != setting_key(keyed(other))
+    assert engine_key(keyed(at_a).engine) == engine_key(keyed(at_b).engine)
+    old = path_keyed(keyed(at_a))
+    assert old is not None and old.engine.model.identity is None
+    assert setting_key(old) != setting_key(path_keyed(keyed(at_b)))  # the path was the model
+    assert path_keyed(setting()) is None  # a Hub model: its key never changed
 
 
 def test_sample_seeds_are_pure_and_distinct():

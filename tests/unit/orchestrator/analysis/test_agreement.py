@@ -74,9 +74,39 @@ def test_match_key_table(a, b, same):
     assert (match_key(setting_json(ca)) == match_key(setting_json(cb))) is same
 
 
-def _row(key, backend, match="m"):
-    fields = {"v": 1, "engine": {"backend": backend, "model": "x"}, "template": match}
-    return {"setting_key": key, "backend": backend, "setting_json": json.dumps(fields)}
+def _row(key, backend, match="m", claimed=None, replay_sha256=None):
+    engine = {"backend": backend, "model": "x"}
+    if replay_sha256 is not None:
+        engine["replay_sha256"] = replay_sha256
+    fields = {"v": 1, "engine": engine, "template": match}
+    return {
+        "setting_key": key,
+        "backend": backend,
+        "claimed_backend": claimed,
+        "setting_json": json.dumps(fields),
+    }
+
+
+def test_an_import_pairs_with_the_run_it_claims_to_reproduce_only():
+    """A replayed file (its own sha256 in the key) matches the run of its setting; it pairs with
+    the backend it claims, never with another backend, another import or without a claim."""
+    rows = [
+        _row("run-hf", "hf"),
+        _row("run-vllm", "vllm"),
+        _row("imp-hf", "replay", claimed="hf", replay_sha256="1" * 64),
+        _row("imp-hf-2", "replay", claimed="hf", replay_sha256="2" * 64),
+        _row("imp-vllm", "replay", claimed="vllm", replay_sha256="3" * 64),
+        _row("unclaimed", "replay", replay_sha256="4" * 64),  # a store written before claims
+        _row("imp-other", "replay", "other", claimed="hf", replay_sha256="5" * 64),
+    ]
+    pairs, unpaired = pair_settings(rows)
+    assert sorted((p.a["setting_key"], p.b["setting_key"]) for p in pairs) == [
+        ("run-hf", "imp-hf"),
+        ("run-hf", "imp-hf-2"),
+        ("run-hf", "run-vllm"),
+        ("run-vllm", "imp-vllm"),
+    ]
+    assert unpaired == 2  # the unclaimed import, and the import of another setting
 
 
 def test_pair_settings_pairs_across_backends_only_reference_first():

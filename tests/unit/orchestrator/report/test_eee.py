@@ -22,7 +22,8 @@ from orchestrator.report.eee import (
     strings,
 )
 from storage.literature import load_default_literature
-from tests.fixtures_store import write_synthetic_store
+from storage.store import Store
+from tests.fixtures_store import INST, Spec, write_setting, write_synthetic_store
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +161,54 @@ def test_an_unknown_format_is_refused(exported, capsys):
         main(["export", "--store", str(store), "--format", "csv", "--out", str(out)])
     assert e.value.code == 2
     assert "invalid choice: 'csv'" in capsys.readouterr().err
+
+
+# -- pilots: marked as subsets, or left out ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported_pilot(tmp_path_factory) -> tuple[Path, Path, str, str]:
+    """A store of one full setting and one pilot (its first 10 problems) of the same cell."""
+    root = tmp_path_factory.mktemp("eee-pilot")
+    store = Store(str(root / "store"))
+    full = write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 27))
+    pilot = write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 4), n_problems=10)
+    args = ["export", "--store", str(root / "store"), "--format", "eee", "--no-literature"]
+    assert main([*args, "--out", str(root / "out")]) == 0
+    return root / "store", root / "out", full, pilot
+
+
+def test_a_pilot_is_marked_as_a_subset_where_consumers_read(exported_pilot):
+    _, out, full, pilot = exported_pilot
+    logs = by_setting(out)
+    [whole] = logs[full]["evaluation_results"]
+    [part] = logs[pilot]["evaluation_results"]
+    assert whole["evaluation_name"] == "humanevalfix/tests"
+    assert part["evaluation_name"] == "humanevalfix/tests (subset: 10 of 164 problems)"
+    assert part["source_data"]["samples_number"] == 10
+    assert part["source_data"]["sample_ids"] == [f"Python/{i}" for i in range(10)]
+    assert part["source_data"]["additional_details"]["subset"] == "10 of 164"
+    assert "sample_ids" not in whole["source_data"]
+    assert "subset" not in whole["source_data"]["additional_details"]
+    assert whole["source_data"]["samples_number"] == 164
+
+
+def test_no_pilots_leaves_pilots_out(exported_pilot, tmp_path, capsys):
+    store, _, full, _ = exported_pilot
+    capsys.readouterr()
+    args = ["export", "--store", str(store), "--format", "eee", "--out", str(tmp_path)]
+    assert main([*args, "--no-literature", "--no-pilots"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 score record(s)" in printed and "(1 pilot(s) left out)" in printed
+    assert set(by_setting(tmp_path)) == {full}
+
+
+def test_pilot_records_pass_the_every_eval_ever_validator(exported_pilot):
+    _, out, _, _ = exported_pilot
+    reports = validate(out / "scores")
+    assert len(reports) == 2
+    bad = [(r.file_path.name, r.errors, r.warnings) for r in reports if not r.valid or r.warnings]
+    assert not bad, bad
 
 
 # -- the EvalEval Coalition's validator (Python >= 3.12) --------------------------------------

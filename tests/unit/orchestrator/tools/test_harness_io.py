@@ -11,7 +11,9 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.tools.harness_io import (
     HarnessFileError,
+    at_limit_entries,
     export_entries,
+    harness_entry,
     read_generations_json,
     resolve_setting_key,
     write_generations_json,
@@ -20,7 +22,7 @@ from storage.store import Store
 from tests.fixtures_store import write_canonical_store
 
 
-def _gen(key: str, task: str, index: int, program: str) -> dict:
+def _gen(key: str, task: str, index: int, program: str, truncated: bool = False) -> dict:
     return {
         "setting_key": key,
         "task_id": task,
@@ -28,6 +30,7 @@ def _gen(key: str, task: str, index: int, program: str) -> dict:
         "prompt": "",
         "continuation": "",
         "program": program,
+        "prompt_truncated": truncated,
     }
 
 
@@ -60,7 +63,6 @@ def test_export_of_a_missing_setting_names_it(tmp_path):
         ('["x"]', "entry 0 is not a non-empty list"),
         ("[[]]", "entry 0 is not a non-empty list"),
         ('[["a"], ["b", 3]]', "entry 1, candidate 1 is not a string"),
-        ('[["a"], ["b", "c"]]', "different numbers of samples"),
         ("[[", "not JSON"),
     ],
 )
@@ -70,6 +72,45 @@ def test_bad_harness_files(tmp_path, content, fragment):
     with pytest.raises(HarnessFileError, match=None) as info:
         read_generations_json(path)
     assert fragment in str(info.value)
+
+
+def test_a_prompt_at_the_limit_keeps_one_generation_per_call_in_the_harness_file(tmp_path):
+    """The harness zips the B task-id copies of a call with its 1-row input when the prompt is
+    at the limit: ceil(n / B) candidates. The store keeps n; export writes the harness's."""
+    store = Store(str(tmp_path))
+    key = "d" * 64
+    settings = {"setting_key": key, "status": "complete", "length_semantics": "total"}
+    store.write_rows("settings", key, [settings | {"samples_per_call": 2}])
+    rows = [_gen(key, "Python/0", s, "header", truncated=True) for s in range(5)]
+    rows += [_gen(key, "Python/1", s, f"p{s}") for s in range(5)]
+    store.write_rows("generations", key, rows)
+    assert export_entries(store, key) == [["header"] * 3, [f"p{s}" for s in range(5)]]
+    store.write_rows("settings", key, [settings | {"samples_per_call": 1}])
+    assert export_entries(store, key) == [["header"] * 5, [f"p{s}" for s in range(5)]]
+    new_tokens = settings | {"samples_per_call": 2, "length_semantics": "new_tokens"}
+    store.write_rows("settings", key, [new_tokens])  # generated from: nothing to collapse
+    assert [len(e) for e in export_entries(store, key)] == [5, 5]
+    assert harness_entry([(0, "a", True), (1, "a", True)], 5) == ["a"]
+    assert harness_entry([(0, "a", True), (1, "b", False)], 5) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("entries", "per_call", "expected"),
+    [
+        ([["a", "b"], ["c", "d"]], 1, set()),
+        ([["a", "b", "c", "d", "e"], ["x"]], 5, {1}),
+        ([["x", "x"], ["a", "b", "c", "d"], ["y", "y"]], 2, {0, 2}),
+        ([["a", "b"], ["c"]], 1, "entry 1 holds 1 samples, others 2"),
+        ([["a", "b", "c", "d"], ["x", "y"]], 2, "identical copies only for a prompt"),
+        ([["a", "b", "c", "d"], ["x"]], 2, "2 with samples_per_call=2"),
+    ],
+)
+def test_at_limit_entries(entries, per_call, expected):
+    if isinstance(expected, str):
+        with pytest.raises(HarnessFileError, match=expected):
+            at_limit_entries(entries, per_call, "g.json")
+    else:
+        assert at_limit_entries(entries, per_call, "g.json") == expected
 
 
 @pytest.fixture
@@ -160,3 +201,14 @@ def test_import_refuses_a_sweep_and_a_limit_mismatch(tmp_path, data_env, capsys)
     assert "the file has 3 problems but the setting selects 4" in capsys.readouterr().err
     assert main(["import-generations", str(path), "--model", "nonexistent", *store]) == 2
     assert "Unknown model" in capsys.readouterr().err
+    # the backend a file claims is one backend that generates
+    claim = ["import-generations", str(path), "--model", "tiny", *store, "--setting"]
+    assert main([*claim, "backend=auto"]) == 2
+    assert "backend=auto is not a backend a file was generated with" in capsys.readouterr().err
+    assert main([*claim, "backend=hf,vllm"]) == 2
+    assert "name one backend, not a sweep" in capsys.readouterr().err
+    # a shorter entry that is not the harness's at-limit shape names the way out
+    write_generations_json([["a", "b"], ["c"], ["d", "e"]], path)
+    assert main([*claim, "decoding=t0.8"]) == 2
+    err = capsys.readouterr().err
+    assert "entry 1 holds 1 samples, others 2" in err and "samples_per_call" in err
