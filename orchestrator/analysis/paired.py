@@ -7,20 +7,23 @@ where B does better (only B passes), so with one sample per problem `delta_pp` =
 
 Which test (see docs/statistics.md):
 
-* **One sample per problem** (greedy, or pass@1 from n = 1; outcomes given as `bool`): the exact
-  McNemar test, the two-sided binomial test of b against b + c with p = 1/2
-  (`scipy.stats.binomtest(b, b + c)`, `statsmodels...mcnemar(exact=True)`), and a percentile
-  bootstrap interval for the difference over problems, drawn exactly as resampling problems
-  would be: the counts of A-only, B-only and concordant problems in a resample are multinomial.
-* **Several samples per problem, or a score in [0, 1] per problem** (InfiBench best@10; outcomes
-  given as floats): the per-problem differences d_i, a percentile bootstrap interval for their
-  mean over problems, and a two-sided sign-flip permutation test of the mean (each problem's
-  difference keeps or flips its sign: `scipy.stats.permutation_test(...,
-  permutation_type="samples")`). The flip is exhaustive when the problems with a nonzero
-  difference allow at most `n_resamples` patterns, else random with the +1 correction.
+* **One sample per problem on both sides** (greedy, or pass@1 from n = 1; outcomes given as
+  `bool`): the exact McNemar test, the two-sided binomial test of b against b + c with p = 1/2
+  (`scipy.stats.binomtest(b, b + c)`, `statsmodels...mcnemar(exact=True)`).
+* **Otherwise** (several samples per problem: the per-problem pass rate c/n; InfiBench's
+  best@10; any score in [0, 1] per problem, given as floats): a two-sided sign-flip permutation
+  test of the mean per-problem difference d_i (each problem's difference keeps or flips its
+  sign: `scipy.stats.permutation_test(..., permutation_type="samples")`), exhaustive when the
+  problems with a nonzero difference allow at most `n_resamples` sign patterns, else random with
+  the +1 correction (scipy's definition: twice the smaller one-sided p, at most 1).
+* **Both**: a percentile bootstrap interval for the mean difference, resampling problems with
+  replacement (the problem is the unit: a problem's samples are already folded into its score).
 
-The problem is the unit: a problem's samples are already folded into its score. Every random draw
-comes from `numpy.random.default_rng(seed)`, so a report is reproducible.
+Many comparisons on the same problems share one `Resamples`: the same bootstrap draws and the
+same sign flips for every comparison (what a joint bootstrap needs, e.g. Westfall-Young in
+`orchestrator.analysis.multiplicity`), drawn from `numpy.random.default_rng(seed)`, so a report
+is reproducible and `compare_paired(a, b)` equals the same comparison inside a report with the
+same seed.
 
 `mdd_pp`, the minimum detectable difference at 80% power and two-sided alpha = 0.05, is the normal
 approximation (z_{1-alpha/2} + z_{power}) x sqrt(mean(d^2) / n): mean(d^2) is the discordant
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
@@ -47,7 +50,6 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_SEED = 0
 DEFAULT_POWER = 0.80
 DEFAULT_ALPHA = 0.05
-_CHUNK = 2_000  # resamples drawn at a time (bounds memory: chunk x problems)
 
 
 class PairedMethod(enum.Enum):
@@ -109,9 +111,42 @@ def _sample(names: list[str]) -> str:
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") if names else "none"
 
 
+@dataclass(frozen=True)
+class Resamples:
+    """The random draws every comparison over the same n problems shares."""
+
+    counts: np.ndarray  # (R, n): how often each problem is drawn in each bootstrap resample
+    signs: np.ndarray  # (R, n): +1 or -1, each problem's sign in each sign-flip resample
+    seed: int
+
+    @property
+    def n_resamples(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def n_problems(self) -> int:
+        return int(self.counts.shape[1])
+
+
+def draw_resamples(
+    n_problems: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Resamples:
+    """Bootstrap draws (problems with replacement), then sign flips, from default_rng(seed)."""
+    if n_problems < 1:
+        raise PairingError("no problems to compare")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_problems, size=(n_resamples, n_problems))
+    rows = np.arange(n_resamples)[:, None] * n_problems
+    counts = np.bincount((idx + rows).ravel(), minlength=n_resamples * n_problems)
+    signs = 1.0 - 2.0 * rng.integers(0, 2, size=(n_resamples, n_problems), dtype=np.int8)
+    return Resamples(counts.reshape(n_resamples, n_problems).astype(float), signs, seed)
+
+
 def compare_paired(
-    a: np.ndarray | list[bool] | list[float],
-    b: np.ndarray | list[bool] | list[float],
+    a: np.ndarray | Sequence[bool] | Sequence[float],
+    b: np.ndarray | Sequence[bool] | Sequence[float],
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -119,32 +154,79 @@ def compare_paired(
 ) -> PairedResult:
     """Compare B with A on aligned per-problem outcomes (same order, same problems).
 
-    `bool` outcomes (one sample per problem) get the exact McNemar test; float scores in [0, 1]
-    (several samples, best@10) the sign-flip permutation test. Both get a bootstrap interval."""
-    xa, xb = np.asarray(a), np.asarray(b)
-    _check(xa, xb, confidence, n_resamples)
-    if xa.dtype == bool and xb.dtype == bool:
-        return _mcnemar(xa, xb, confidence, n_resamples, seed)
-    return _sign_flip(xa.astype(float), xb.astype(float), confidence, n_resamples, seed)
+    `bool` outcomes on both sides (one sample per problem) get the exact McNemar test; scores in
+    [0, 1] (several samples, best@10; a bool side is then read as 0/1) the sign-flip test. Both
+    get a percentile bootstrap interval over problems."""
+    xa, xb = _vector(a), _vector(b)
+    if xa.shape != xb.shape:
+        raise PairingError(f"A holds {xa.size} problems, B {xb.size}: align them first")
+    return compare_rows([xa], [xb], draw_resamples(xa.size, n_resamples, seed), confidence)[0]
 
 
-def _check(xa: np.ndarray, xb: np.ndarray, confidence: float, n_resamples: int) -> None:
-    if xa.ndim != 1 or xa.shape != xb.shape:
-        raise PairingError(
-            f"outcomes must be two vectors of one length, got {xa.shape} and {xb.shape}"
-        )
-    if xa.size == 0:
-        raise PairingError("no problems to compare")
-    if (xa.dtype == bool) != (xb.dtype == bool):
-        raise PairingError("both sides must be bool (one sample) or both scores in [0, 1]")
-    if xa.dtype != bool and (
-        not np.all((xa >= 0) & (xa <= 1)) or not np.all((xb >= 0) & (xb <= 1))
-    ):
-        raise PairingError("per-problem scores must lie in [0, 1]")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+def compare_rows(
+    a_rows: Sequence[np.ndarray],
+    b_rows: Sequence[np.ndarray],
+    resamples: Resamples,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[PairedResult]:
+    """`compare_paired` of each (a_rows[i], b_rows[i]), all with the same draws (vectorised)."""
+    if len(a_rows) != len(b_rows):
+        raise PairingError(f"{len(a_rows)} A rows but {len(b_rows)} B rows")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not a_rows:
+        return []
+    xa = [_vector(x) for x in a_rows]
+    xb = [_vector(x) for x in b_rows]
+    n = resamples.n_problems
+    if any(x.size != n for x in (*xa, *xb)):
+        raise PairingError(f"every outcome vector must hold the resamples' {n} problems")
+    binary = [x.dtype == bool and y.dtype == bool for x, y in zip(xa, xb, strict=True)]
+    fa = np.array([x.astype(float) for x in xa])
+    d = np.array([y.astype(float) for y in xb]) - fa
+    means = d @ resamples.counts.T / n  # (M, R): the bootstrap means of each comparison
+    alpha = (1 - confidence) / 2
+    lows, highs = np.quantile(means, [alpha, 1 - alpha], axis=1)
+    null = d @ resamples.signs.T  # (M, R): the sign-flip sums of each comparison
+    out = []
+    for i, row in enumerate(d):
+        b, c = int(np.sum(row < 0)), int(np.sum(row > 0))
+        if binary[i]:
+            p, exhaustive, method = mcnemar_exact_p(b, c), True, PairedMethod.EXACT_MCNEMAR
+        else:
+            p, exhaustive = _sign_flip_p(row, null[i])
+            method = PairedMethod.SIGN_FLIP
+        out.append(
+            PairedResult(
+                n=n,
+                b=b,
+                c=c,
+                score_a_pct=100 * float(fa[i].mean()),
+                score_b_pct=100 * float(fa[i].mean() + row.mean()),
+                delta_pp=100 * float(row.mean()),
+                ci_low_pp=100 * float(lows[i]),
+                ci_high_pp=100 * float(highs[i]),
+                p_value=p,
+                method=method,
+                mdd_pp=minimum_detectable_pp(float(np.mean(row**2)), n),
+                confidence=confidence,
+                n_resamples=resamples.n_resamples,
+                seed=resamples.seed,
+                exhaustive=exhaustive,
+            )
+        )
+    return out
+
+
+def _vector(x: np.ndarray | Sequence[bool] | Sequence[float]) -> np.ndarray:
+    v = np.asarray(x)
+    if v.ndim != 1 or v.size == 0:
+        raise PairingError(f"outcomes must be a non-empty vector, got shape {v.shape}")
+    if v.dtype != bool:
+        v = v.astype(float)
+        if not np.all((v >= 0) & (v <= 1)):
+            raise PairingError("per-problem scores must lie in [0, 1]")
+    return v
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:
@@ -158,6 +240,30 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**m)))
 
 
+def _ties(observed: float) -> float:
+    # scipy's tolerance: sums that differ from the observed one only by rounding count as ties
+    return 100 * float(np.finfo(float).eps) * abs(observed)
+
+
+def _sign_flip_p(d: np.ndarray, null: np.ndarray) -> tuple[float, bool]:
+    """Two-sided sign-flip p of sum(d): exhaustive over the nonzero differences when they allow
+    at most as many patterns as there are resamples, else from the resampled `null` sums."""
+    nonzero = d[d != 0]
+    m = nonzero.size
+    if m == 0:
+        return 1.0, True
+    observed = float(nonzero.sum())
+    tol = _ties(observed)
+    if 2**m <= null.size:
+        patterns = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
+        sums = patterns @ nonzero
+        less, greater = np.mean(sums <= observed + tol), np.mean(sums >= observed - tol)
+        return float(min(1.0, 2 * min(less, greater))), True
+    less = (np.sum(null <= observed + tol) + 1) / (null.size + 1)
+    greater = (np.sum(null >= observed - tol) + 1) / (null.size + 1)
+    return float(min(1.0, 2 * min(less, greater))), False
+
+
 def minimum_detectable_pp(
     second_moment: float,
     n: int,
@@ -167,105 +273,3 @@ def minimum_detectable_pp(
     """(z_{1-alpha/2} + z_{power}) x sqrt(max(E[d^2], 1/n) / n), in percentage points."""
     z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
     return 100 * z * math.sqrt(max(second_moment, 1 / n) / n)
-
-
-def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(values, [alpha, 1 - alpha])
-    return float(low), float(high)
-
-
-def _mcnemar(
-    xa: np.ndarray, xb: np.ndarray, confidence: float, n_resamples: int, seed: int
-) -> PairedResult:
-    n = xa.size
-    b = int(np.sum(xa & ~xb))
-    c = int(np.sum(~xa & xb))
-    rng = np.random.default_rng(seed)
-    # Resampling n problems with replacement draws (A-only, B-only, concordant) counts from a
-    # multinomial with the observed shares: the same distribution, without an n-wide index.
-    draws = rng.multinomial(n, [b / n, c / n, (n - b - c) / n], size=n_resamples)
-    low, high = _percentile((draws[:, 1] - draws[:, 0]) * (100 / n), confidence)
-    return PairedResult(
-        n=n,
-        b=b,
-        c=c,
-        score_a_pct=100 * float(xa.mean()),
-        score_b_pct=100 * float(xb.mean()),
-        delta_pp=100 * (c - b) / n,
-        ci_low_pp=low,
-        ci_high_pp=high,
-        p_value=mcnemar_exact_p(b, c),
-        method=PairedMethod.EXACT_MCNEMAR,
-        mdd_pp=minimum_detectable_pp((b + c) / n, n),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        exhaustive=True,
-    )
-
-
-def sign_flip_p(d: np.ndarray, n_resamples: int, rng: np.random.Generator) -> tuple[float, bool]:
-    """Two-sided sign-flip p of mean(d) (scipy's definition: twice the smaller one-sided p, at
-    most 1), and whether every sign pattern of the nonzero differences was enumerated."""
-    nonzero = d[d != 0]
-    observed = float(nonzero.sum())
-    tol = 1e-12 * max(1.0, abs(observed))  # sums that differ only by rounding count as ties
-    m = nonzero.size
-    if m == 0:
-        return 1.0, True
-    if 2**m <= n_resamples:
-        patterns = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
-        null = patterns @ nonzero
-        less = np.mean(null <= observed + tol)
-        greater = np.mean(null >= observed - tol)
-        return float(min(1.0, 2 * min(less, greater))), True
-    n_less = n_greater = 0
-    for start in range(0, n_resamples, _CHUNK):
-        size = min(_CHUNK, n_resamples - start)
-        signs = 1 - 2 * rng.integers(0, 2, size=(size, m), dtype=np.int8)
-        null = signs @ nonzero
-        n_less += int(np.sum(null <= observed + tol))
-        n_greater += int(np.sum(null >= observed - tol))
-    less = (n_less + 1) / (n_resamples + 1)
-    greater = (n_greater + 1) / (n_resamples + 1)
-    return float(min(1.0, 2 * min(less, greater))), False
-
-
-def bootstrap_mean_interval(
-    d: np.ndarray, confidence: float, n_resamples: int, rng: np.random.Generator
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(d), resampling problems with replacement."""
-    means = np.empty(n_resamples)
-    for start in range(0, n_resamples, _CHUNK):
-        size = min(_CHUNK, n_resamples - start)
-        idx = rng.integers(0, d.size, size=(size, d.size))
-        means[start : start + size] = d[idx].mean(axis=1)
-    return _percentile(means, confidence)
-
-
-def _sign_flip(
-    xa: np.ndarray, xb: np.ndarray, confidence: float, n_resamples: int, seed: int
-) -> PairedResult:
-    n = xa.size
-    d = xb - xa
-    rng = np.random.default_rng(seed)
-    low, high = bootstrap_mean_interval(d, confidence, n_resamples, rng)
-    p, exhaustive = sign_flip_p(d, n_resamples, rng)
-    return PairedResult(
-        n=n,
-        b=int(np.sum(d < 0)),
-        c=int(np.sum(d > 0)),
-        score_a_pct=100 * float(xa.mean()),
-        score_b_pct=100 * float(xb.mean()),
-        delta_pp=100 * float(d.mean()),
-        ci_low_pp=100 * low,
-        ci_high_pp=100 * high,
-        p_value=p,
-        method=PairedMethod.SIGN_FLIP,
-        mdd_pp=minimum_detectable_pp(float(np.mean(d**2)), n),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        exhaustive=exhaustive,
-    )
