@@ -80,7 +80,7 @@ def build_index(
         if table == "generations":
             generated = trusted_rows(checks)
     if quarantine:
-        for table in ("settings", "runs"):
+        for table in ("settings", "runs", "repeat_checks"):
             quarantine_damaged(store, scan_table(store, table))
     states: dict[str, SettingState] = {}
     for row in store.read_table("settings").to_pylist():
