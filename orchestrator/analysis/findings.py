@@ -141,7 +141,7 @@ def _row(c: Comparison, sentence: str, topic: str, values: str, mdd: float, pref
         group=c.group,
         topic=topic,
         values=values,
-        sentence=prefix + sentence,
+        sentence=prefix + sentence[:1].lower() + sentence[1:] if prefix else sentence,
         counts=c.counts,
         delta_pp=t.delta_pp,
         ci_low_pp=t.ci_low_pp,

@@ -15,12 +15,12 @@ it so a caller can check it against the stored one.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.analysis.intervals import problem_counts
+from orchestrator.analysis.intervals import ProblemCounts, problem_counts
 
 BEST_OF_GROUP = 10
 
@@ -44,7 +44,11 @@ class ProblemOutcomes:
 
 def pass1_outcomes(task_ids: Sequence[str], passed: Sequence[bool]) -> ProblemOutcomes:
     """From execution rows (one per sample): pass/fail with one sample per problem, else c/n."""
-    counts = problem_counts(task_ids, passed)
+    return outcomes_of_counts(problem_counts(task_ids, passed))
+
+
+def outcomes_of_counts(counts: ProblemCounts) -> ProblemOutcomes:
+    """Pass/fail when every problem has one sample, else each problem's c/n."""
     if all(n == 1 for n in counts.n):
         return ProblemOutcomes(counts.task_ids, np.array([c == 1 for c in counts.c], dtype=bool))
     values = np.array([c / n for n, c in zip(counts.n, counts.c, strict=True)], dtype=float)
@@ -85,11 +89,3 @@ def mean_outcomes(members: Sequence[ProblemOutcomes]) -> ProblemOutcomes:
         return first
     stacked = np.array([m.values.astype(float) for m in members])
     return ProblemOutcomes(first.task_ids, stacked.mean(axis=0))
-
-
-def selection_of(outcomes: Mapping[str, ProblemOutcomes]) -> dict[tuple[str, ...], list[str]]:
-    """Keys grouped by the problems they hold (a paired test needs one group)."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for key, o in outcomes.items():
-        groups.setdefault(o.task_ids, []).append(key)
-    return groups
