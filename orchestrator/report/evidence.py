@@ -39,16 +39,19 @@ SCORE_TOLERANCE = 1e-9  # a setting's outcomes must average to its stored score
 
 
 def setting_outcomes(
-    store: Store, grid: pd.DataFrame, counts: Mapping[str, ProblemCounts]
+    store: Store,
+    grid: pd.DataFrame,
+    counts: Mapping[str, ProblemCounts],
+    include_pilots: bool = False,
 ) -> tuple[dict[str, ProblemOutcomes], list[str]]:
-    """Per complete, full-benchmark setting of the grid: its outcome per problem (pass@1 from
-    the counts the grid read; best@10 from its executions). A setting whose outcomes do not
-    average to its score is left out, and a note says so."""
+    """Per complete, full-benchmark setting of the grid (pilots too with `include_pilots`): its
+    outcome per problem (pass@1 from the counts the grid read; best@10 from its executions). A
+    setting whose outcomes do not average to its score is left out, and a note says so."""
     out: dict[str, ProblemOutcomes] = {}
     mismatched = []
     for row in grid.to_dict("records") if len(grid) else []:
         key = row["setting_key"]
-        if row["subset"] or row["exact"] is None:
+        if (row["subset"] and not include_pilots) or row["exact"] is None:
             continue  # a pilot is never a result; no score, nothing to compare
         if key in counts:
             outcome = outcomes_of_counts(counts[key])
