@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # System packages the test suite uses, installed when missing (idempotent):
 # - Chromium: the HTML report is checked in a real headless browser;
+# - TeX Live (pdflatex with booktabs, array, longtable, geometry, graphicx: texlive-latex-base
+#   and texlive-latex-recommended) and poppler-utils (pdftoppm, pdffonts, pdftotext): the
+#   LaTeX report is compiled and its first page rendered;
 # - InfiBench unit-test toolchains that install quickly: Go, Boost headers for g++, and the
 #   global npm packages jsdom and TypeScript 5.6 (7.x removed --outFile, which the grader uses).
 #   R is not installed: its tests need the CRAN package `assert`, which Debian does not carry
@@ -12,6 +15,9 @@ apt_need=()
 command -v chromium >/dev/null || apt_need+=(chromium)
 command -v go >/dev/null || apt_need+=(golang-go)
 [ -d /usr/include/boost ] || apt_need+=(libboost-dev)
+command -v pdflatex >/dev/null || apt_need+=(texlive-latex-base)
+kpsewhich booktabs.sty >/dev/null 2>&1 || apt_need+=(texlive-latex-recommended)
+command -v pdftoppm >/dev/null || apt_need+=(poppler-utils)
 if [ ${#apt_need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "ci: apt-get install ${apt_need[*]}" >&2

@@ -176,8 +176,29 @@ class Obtainability:
                 ]
                 parts.append(f"{k}/{n} ({', '.join(rules)}{samples})")
             return "; ".join(parts)
+        return f"no k/{n}: {self.neighbours()}"
+
+    def neighbours(self) -> str:
+        """The scores next to the value, e.g. "80/164 = 48.78, 81/164 = 49.39"."""
+        n = self.denominator
         near = [f"{k}/{n} = {100 * k / n:.2f}" for k in (self.below, self.above) if k is not None]
-        return f"no k/{n}: " + ", ".join(near)
+        return ", ".join(near)
+
+    def note(self) -> str | None:
+        """None when some k gives the value; else why not, in words: "not obtainable with one
+        sample per problem (its source does not say how it sampled): no k/164 gives 48.9;
+        nearest 80/164 = 48.78, 81/164 = 49.39"."""
+        if self.obtainable:
+            return None
+        samples = "one sample" if self.n_samples == 1 else f"{self.n_samples} samples"
+        if self.sampling is Sampling.ASSUMED_ONE:
+            why = "(its source does not say how it sampled)"
+        else:
+            why = "(as its source states)"
+        return (
+            f"not obtainable with {samples} per problem {why}: no k/{self.denominator} gives "
+            f"{self.value_text}; nearest {self.neighbours()}"
+        )
 
 
 def obtainability(

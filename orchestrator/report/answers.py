@@ -1,8 +1,9 @@
 """The report's first table, `answers`: per published value of a model in the store, the
 verdict and the setting that best explains it (orchestrator.analysis.answers), with that
-setting's axes, score and interval read from the grid, and beside the verdict how much it
-proves (orchestrator.analysis.coincidence): the coincidence rate of the value among the settings
-of the verdict's pool, in words, and the settings whose interval contains the value.
+setting's axes, score and interval read from the grid; for a value no k/(164 x samples) gives,
+a note that says so (`obtainability_note`, shown under the row); and beside the verdict how much
+it proves (orchestrator.analysis.coincidence): the coincidence rate of the value among the
+settings of the verdict's pool, in words, and the settings whose interval contains the value.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from orchestrator.report.grid import present, template_label
 from storage.literature import LiteratureMapping
 
 ANSWER_COLUMNS = tuple(
-    """model_name literature_model reported source_id location verdict verdict_detail
-    n_reproducing setting_model setting_variant template decoding max_length precision backend
-    n_samples score_pct ci_low_pct ci_high_pct gap_pp coincidence_rate evidence_strength
-    n_in_interval evidence in_interval setting_key line""".split()
+    """model_name literature_model reported source_id location obtainability
+    obtainability_note verdict verdict_detail n_reproducing setting_model setting_variant
+    template decoding max_length precision backend n_samples score_pct ci_low_pct ci_high_pct
+    gap_pp coincidence_rate evidence_strength n_in_interval evidence in_interval setting_key
+    line""".split()
 )
 AXIS_COLUMNS = ("decoding", "max_length", "precision", "backend", "n_samples")
 INTEGER_COLUMNS = ("n_reproducing", "max_length", "n_samples", "n_in_interval", "line")
@@ -88,6 +90,8 @@ def _record(
         reported=m.row.score_text,
         source_id=m.row.source_id,
         location=m.row.table_or_location,
+        obtainability=m.obtainability.verdict,
+        obtainability_note=m.obtainability.note(),
         verdict=str(a.verdict),
         verdict_detail=a.text,
         n_reproducing=a.n_reproducing,

@@ -40,6 +40,9 @@ class ReportTable:
     empty_reason: str = ""  # shown instead of an empty table: why it has no rows
     # html: hover text per cell (same index and columns as `frame`; None or "" for none)
     hover: pd.DataFrame | None = None
+    # tex: the interval shown after a cell's value ("[10.37, 21.97]", "mean of 2 settings"),
+    # for tables whose cells are scores (the pivot); same index and columns as `frame`
+    intervals: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,8 @@ HIDDEN = frozenset({"reproduced_by_keys", "closest_key", "exact", "in_interval"}
 @dataclass(frozen=True)
 class Display:
     columns: tuple[str, ...] | None = None  # None: every column but HIDDEN
-    details: tuple[str, ...] = ()  # html: a detail row under the row; md/tex: last columns
+    details: tuple[str, ...] = ()  # html/tex: a row under the row (labelled by header); md: last
+    # columns
     fold_rows: int | None = FOLD_ROWS  # html: fold into <details> beyond this; None: never
     interval: bool = False  # score_pct shows ci_low_pct/ci_high_pct with it
     percent: bool = False  # every number is a percentage (two decimals): the pivot's cells
@@ -163,18 +164,34 @@ DISPLAY: dict[str, Display] = {
             "literature_model reported source_id location verdict_detail template decoding "
             "max_length precision backend score_pct gap_pp setting_key"
         ),
-        details=("evidence",),
+        details=("obtainability_note", "evidence"),  # obtainability: only a value no k gives
         fold_rows=None,
         interval=True,
-        headers={"verdict_detail": "verdict", "score_pct": "score_pct [interval]"},
+        headers={
+            "verdict_detail": "verdict",
+            "score_pct": "score_pct [interval]",
+            "obtainability_note": "obtainability",
+        },
     ),
-    "findings": Display(sentences="sentence"),
+    # md and html: the sentences; tex: a tabular of the tests, each sentence under its row
+    "findings": Display(
+        _cols(
+            "group topic values delta_pp p_adjusted adjustment family_size n_models "
+            "n_problem_pairs mdd_pp noise_pp counts"
+        ),
+        details=("sentence",),
+        interval=True,
+        sentences="sentence",
+        headers={"delta_pp": "delta_pp [interval]"},
+    ),
     "comparisons": Display(
         _cols(
             "scope family group axis value baseline_value at n_models method b c delta_pp "
-            "ci_low_pp ci_high_pp p_value p_adjusted mdd_pp noise_pp significant counts"
+            "p_value p_adjusted mdd_pp noise_pp significant counts"
         ),
         fold_rows=12,
+        interval=True,
+        headers={"delta_pp": "delta_pp [interval]"},
     ),
     "scores_pivot": Display(fold_rows=None, percent=True),
     "literature": Display(
@@ -280,17 +297,29 @@ def format_cell(column: str, value: Any) -> str:
     return str(value)
 
 
-def cell_text(name: str, column: str, row: Mapping[str, Any]) -> str:
-    """A row's cell as shown: a score with its interval where the table shows one."""
+def value_and_interval(name: str, column: str, row: Mapping[str, Any]) -> tuple[str, str]:
+    """A row's cell as (value text, interval text): the interval is "[10.37, 21.97]" for the
+    score of a table that shows one, else ""."""
     value = row.get(column)
     if display_of(name).percent and isinstance(value, float) and not math.isnan(value):
-        return f"{value:.2f}"
+        return f"{value:.2f}", ""
     text = format_cell(column, value)
-    if column == "score_pct" and display_of(name).interval and text:
-        low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
+    if column in INTERVAL_OF and display_of(name).interval and text:
+        low_column, high_column = INTERVAL_OF[column]
+        low, high = row.get(low_column), row.get(high_column)
         if not is_missing(low) and not is_missing(high):
-            text += f" [{format_cell('ci_low_pct', low)}, {format_cell('ci_high_pct', high)}]"
-    return text
+            return text, f"[{format_cell(low_column, low)}, {format_cell(high_column, high)}]"
+    return text, ""
+
+
+# a value and the columns of its interval (shown with it where the display has `interval`)
+INTERVAL_OF = {"score_pct": ("ci_low_pct", "ci_high_pct"), "delta_pp": ("ci_low_pp", "ci_high_pp")}
+
+
+def cell_text(name: str, column: str, row: Mapping[str, Any]) -> str:
+    """A row's cell as shown: a score with its interval where the table shows one."""
+    text, interval = value_and_interval(name, column, row)
+    return f"{text} {interval}" if interval else text
 
 
 def title(name: str) -> str:
@@ -308,13 +337,21 @@ def description(data: ReportData, name: str) -> str:
             f" Resampling: {o['n_resamples']} resamples, seed {o['seed']}; intervals at "
             f"{o['confidence']:.0%}."
         )
-    if name in ("grid", "answers", "scores_pivot"):
-        o = data.options
-        text += (
-            f" Intervals: {o['confidence']:.0%} percentile bootstrap over problems, "
-            f"{o['n_resamples']} resamples, seed {o['seed']}."
-        )
+    if name in INTERVAL_TABLES:
+        text += " " + interval_note(data)
     return text
+
+
+INTERVAL_TABLES = ("grid", "answers", "scores_pivot")  # tables whose scores carry an interval
+
+
+def interval_note(data: ReportData) -> str:
+    """How the intervals were computed, as the tables that show them say it."""
+    o = data.options
+    return (
+        f"Intervals: {o['confidence']:.0%} percentile bootstrap over problems, "
+        f"{o['n_resamples']} resamples, seed {o['seed']}."
+    )
 
 
 def notes_after(data: ReportData) -> str | None:

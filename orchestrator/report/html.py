@@ -79,7 +79,7 @@ def _head(name: str, column: str) -> str:
 
 def _details(name: str, row: Mapping[str, Any], width: int) -> str:
     parts = [
-        f"<b>{html.escape(c)}</b>: {html.escape(str(row[c]))}"
+        f"<b>{html.escape(header(name, c))}</b>: {html.escape(str(row[c]))}"
         for c in display_of(name).details
         if c in row and not is_missing(row[c]) and str(row[c]) != ""
     ]

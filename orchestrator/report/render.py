@@ -1,7 +1,8 @@
 """Rendering a built report as Markdown, CSV, LaTeX, JSON and one self-contained HTML file.
 
 No metric is computed here: values come from orchestrator.report.build as they are, and are only
-formatted (orchestrator.report.display says how; orchestrator.report.html writes the page). The
+formatted (orchestrator.report.display says how; orchestrator.report.html writes the page,
+orchestrator.report.tex the LaTeX snippets and the standalone document). The
 answers table opens every format; CSV and JSON keep every column at full precision, and every
 CSV has its header even when the table has no rows.
 """
@@ -31,6 +32,7 @@ from orchestrator.report.display import (
     title,
 )
 from orchestrator.report.html import render_html
+from orchestrator.report.tex import render_tex, snippets
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData, ReportTable
@@ -90,85 +92,6 @@ def render_markdown(data: ReportData, images: Mapping[str, str]) -> str:
         if table.name == notes_after(data) and data.notes:
             out.append("\n## Notes\n")
             out += [f"- {note}" for note in data.notes]
-    return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# LaTeX
-
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-
-
-def tex_escape(text: str) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in text)
-
-
-def _tex_table(table: ReportTable, frame: pd.DataFrame) -> str:
-    if frame.empty:
-        return r"\emph{" + tex_escape(table.empty_reason or "(none)") + "}\n"
-    cols = _md_columns(frame, table)
-    details = set(display_of(table.name).details)
-    spec = "".join("p{5cm}" if c in details else "l" for c in cols)
-    lines = [
-        r"\begin{longtable}{" + spec + "}",
-        r"\toprule",
-        " & ".join(tex_escape(header(table.name, c)) for c in cols) + r" \\",
-        r"\midrule",
-        r"\endhead",
-    ]
-    for row in frame.to_dict("records"):
-        cells = [tex_escape(cell_text(table.name, c, row)) for c in cols]
-        lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{longtable}"]
-    return "\n".join(lines) + "\n"
-
-
-def render_tex(data: ReportData, images: Mapping[str, str]) -> str:
-    out = [
-        r"\documentclass{article}",
-        r"\usepackage[landscape,margin=1cm]{geometry}",
-        r"\usepackage{booktabs,longtable,graphicx}",
-        r"\begin{document}",
-        r"\scriptsize",
-        r"\section*{reprogrid report}",
-        tex_escape(f"Store: {data.store}, {data.generated_at}"),
-    ]
-    for table in data.tables:
-        out.append(r"\subsection*{" + tex_escape(title(table.name)) + "}")
-        out.append(tex_escape(description(data, table.name)))
-        sentences = sentence_list(table.name, table.frame)
-        if sentences:
-            items = [r"\item " + tex_escape(s) for s in sentences]
-            out += [r"\begin{itemize}", *items, r"\end{itemize}"]
-        elif sentences is not None:
-            out.append(r"\emph{" + tex_escape(table.empty_reason or "(none)") + "}")
-        for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
-            if group is not None:
-                out.append(r"\subsubsection*{" + tex_escape(group) + "}")
-            out.append(_tex_table(table, frame))
-        for caption, file in _figures_of(table.name, images):
-            out.append(
-                r"\begin{figure}[h]\centering\includegraphics[width=0.9\linewidth]{"
-                + file
-                + r"}\caption{"
-                + tex_escape(caption)
-                + r"}\end{figure}"
-            )
-        if table.name == notes_after(data) and data.notes:
-            out.append(r"\subsection*{Notes}")
-            out += [r"\par " + tex_escape(n) for n in data.notes]
-    out.append(r"\end{document}")
     return "\n".join(out) + "\n"
 
 
@@ -265,7 +188,7 @@ def write_report(data: ReportData, out_dir: str | Path, formats: Sequence[str]) 
     embedded = {name: (FIGURES[name][2], FIGURES[name][1], png) for name, png in images.items()}
     writers: dict[str, Callable[[], list[Path]]] = {
         "md": lambda: [_write(out / "report.md", render_markdown(data, names))],
-        "tex": lambda: [_write(out / "report.tex", render_tex(data, names))],
+        "tex": lambda: write_tex(data, out, names),
         "json": lambda: [_write(out / "report.json", render_json(data))],
         "html": lambda: [_write(out / "report.html", render_html(data, embedded))],
         "csv": lambda: write_csvs(data, out),
@@ -274,6 +197,21 @@ def write_report(data: ReportData, out_dir: str | Path, formats: Sequence[str]) 
         written += writers[fmt]()
     logger.info("report: wrote %d file(s) to %s", len(written), out)
     return written
+
+
+def write_tex(data: ReportData, out_dir: Path, images: Mapping[str, str]) -> list[Path]:
+    """The LaTeX snippets (tex/<file>.tex) and report.tex, which inputs them and shows the
+    figures (`images`: figure name -> file name next to report.tex)."""
+    by_table: dict[str, list[tuple[str, str]]] = {}
+    for name, file in images.items():
+        _, caption, table = FIGURES[name]
+        by_table.setdefault(table, []).append((caption, file))
+    paths = []
+    for relative, text in snippets(data).items():
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        paths.append(_write(path, text))
+    return [_write(out_dir / "report.tex", render_tex(data, by_table)), *paths]
 
 
 def _write(path: Path, text: str) -> Path:

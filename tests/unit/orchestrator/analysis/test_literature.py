@@ -236,6 +236,26 @@ def test_unknown_sampling_is_never_called_plainly_unobtainable():
     assert obtainability("44.9", 164, 1).verdict == "not obtainable"
 
 
+def test_the_note_of_an_unobtainable_value_says_with_which_sampling():
+    """The answers row's note: none for an obtainable value; the sampling, whether the source
+    stated it, and the two nearest scores otherwise."""
+    assert obtainability("45.12", 164, None).note() is None
+    assert obtainability("44.9", 164, None).note() == (
+        "not obtainable with one sample per problem (its source does not say how it sampled): "
+        "no k/164 gives 44.9; nearest 73/164 = 44.51, 74/164 = 45.12"
+    )
+    assert obtainability("44.9", 164, 1).note() == (
+        "not obtainable with one sample per problem (as its source states): no k/164 gives "
+        "44.9; nearest 73/164 = 44.51, 74/164 = 45.12"
+    )
+    # 20 samples: steps of 100/3280 points; 285/3280 = 8.689 and 286/3280 = 8.7195 neither
+    # round (8.69, 8.72) nor truncate (8.68, 8.71) to 8.70
+    assert obtainability("8.70", 164, 20).note() == (
+        "not obtainable with 20 samples per problem (as its source states): no k/3280 gives "
+        "8.70; nearest 285/3280 = 8.69, 286/3280 = 8.72"
+    )
+
+
 def test_the_join_uses_the_rows_stated_sampling():
     rows = [
         LiteratureRow(

@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.report.answers import ANSWER_COLUMNS
+from orchestrator.report.texescape import tex_escape
 from storage.literature import COLUMNS
 from storage.store import Store
 from tests.fixtures_store import BASE, INST, Spec, write_setting
@@ -93,6 +94,23 @@ def interval(store: Store, key: str) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def by_hand_obtainability(value: str, n: int = 164) -> tuple[str, str | None]:
+    """(verdict, note) by brute force over k = 0..n: k/n in percent gives the printed value
+    when it rounds (|x - v| <= half a printed unit) or truncates (v <= x < v + unit) to it."""
+    v = Fraction(value)
+    unit = Fraction(1, 10 ** len(value.partition(".")[2]))
+    scores = [Fraction(100 * k, n) for k in range(n + 1)]
+    if any(abs(x - v) <= unit / 2 or v <= x < v + unit for x in scores):
+        return "obtainable", None
+    below = max(k for k, x in enumerate(scores) if x < v)
+    above = min(k for k, x in enumerate(scores) if x > v)
+    nearest = f"{below}/{n} = {100 * below / n:.2f}, {above}/{n} = {100 * above / n:.2f}"
+    return "not obtainable with one sample per problem", (
+        "not obtainable with one sample per problem (its source does not say how it "
+        f"sampled): no k/{n} gives {value}; nearest {nearest}"
+    )
+
+
 def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
     def setting(name, model, variant, template, k, n=1):
         low, high = interval(store, keys[name])
@@ -154,12 +172,15 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
     def row(line, model, verdict, detail, n, value, best, k, ev=None):
         lit = {r[0]: r for r in ROWS}[line]
         gap = None if best is None else float(Fraction(k, 164) * 100 - Fraction(value))
+        obtainability, note = by_hand_obtainability(value)
         base = dict(
             model_name=model,
             literature_model=lit[1],
             reported=lit[2],
             source_id=SOURCE,
             location=f"Table {line}",
+            obtainability=obtainability,
+            obtainability_note=note,
             verdict=verdict,
             verdict_detail=detail,
             n_reproducing=n,
@@ -316,3 +337,35 @@ def test_pilots_keep_no_verdict_and_the_docs_variant_is_a_counterpart(known):
     inst = pivot[pivot.model_name == INST]
     assert set(inst.variant) == {"tests", "docs"}  # the variant varies: a row column of its own
     assert set(inst.n_problems) == {164, 10}  # and so does the number of problems (the pilot)
+
+
+def test_an_unobtainable_value_says_so_in_every_format_of_the_answers(known):
+    """48.9 (line 5) is no k/164 and its source does not say how it sampled: the answers row
+    itself says so, in md, html, tex, csv and json; an obtainable value's row says nothing."""
+    _, out, _ = known
+    note = by_hand_obtainability("48.9")[1]
+    assert note.endswith("no k/164 gives 48.9; nearest 80/164 = 48.78, 81/164 = 49.39")
+    frame = pd.read_csv(out / "answers.csv", dtype={"reported": str})
+    by_line = frame.set_index("line")
+    assert by_line.loc[5, "obtainability_note"] == note
+    assert by_line.loc[5, "obtainability"] == "not obtainable with one sample per problem"
+    assert pd.isna(by_line.loc[2, "obtainability_note"])  # 16.4 = 27/164, floored
+    rows = json.loads((out / "report.json").read_text())["tables"]["answers"]["rows"]
+    assert {r["line"]: r["obtainability_note"] for r in rows}[5] == note
+    md = (out / "report.md").read_text()
+    md_row = next(line for line in md.splitlines() if "| 48.9 |" in line)
+    cells = [c.strip() for c in md_row.strip(" |").split(" | ")]
+    assert cells[-2] == note  # the last columns: the long texts (then the evidence)
+    assert cells[-1].startswith("coincidence rate: 3 of the 75 one-decimal values")
+    html = (out / "report.html").read_text()
+    answers = html[html.index('<h2 id="answers">') : html.index('<h2 id="notes">')]
+    assert f"<b>obtainability</b>: {note}" in answers  # the row under the row
+    assert answers.count("<b>obtainability</b>") == 3  # 9.5, 48.9 and 30.0
+    snippet = (out / "tex" / "answers.tex").read_text()
+    lines = snippet.splitlines()
+    row = next(
+        i for i, line in enumerate(lines) if line.startswith("DeepSeekCoder-Instruct 1.3B & 48.9 &")
+    )
+    assert lines[row + 1].startswith(r"\multicolumn{13}")  # the row under it, across the table
+    assert "obtainability: " + tex_escape(note) in lines[row + 1]
+    assert snippet.count("obtainability: ") == 3

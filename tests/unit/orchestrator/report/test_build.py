@@ -54,6 +54,10 @@ def test_every_format_is_written(report):
     for name in (
         "report.md",
         "report.tex",
+        "tex/answers.tex",
+        "tex/scores.tex",
+        "tex/effects.tex",
+        "tex/grid.tex",
         "report.html",
         "report.json",
         "answers.csv",
@@ -117,14 +121,17 @@ def test_markdown_tex_and_html_show_the_same_numbers(report, direct):
     out = report[1]
     md = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
-    tex = (out / "report.tex").read_text()
+    document = (out / "report.tex").read_text()
+    # the standalone document inputs the snippets; the grid's (every setting) is a longtable
+    tex = document + "".join(p.read_text() for p in sorted((out / "tex").glob("*.tex")))
     for key, r in direct.iterrows():
         shown = f"{r.pass1:.2f}"
         assert any(key[:12] in row and shown in row for row in _md_rows(md)), key
         tr = re.search(rf"<tr[^>]*>(?:(?!</tr>).)*{key[:12]}(?:(?!</tr>).)*</tr>", html)
         assert tr and re.search(rf">{re.escape(shown)}( \[|<)", tr.group(0)), key
         assert any(key[:12] in line and shown in line for line in tex.splitlines()), key
-    assert tex.startswith("\\documentclass") and "\\begin{longtable}" in tex
+    assert "\\documentclass" in document and "\\input{tex/grid}" in document
+    assert "\\begin{longtable}" in (out / "tex" / "grid.tex").read_text()
 
 
 def test_html_is_self_contained(report):

@@ -1,0 +1,387 @@
+"""The report as LaTeX a paper can paste: one booktabs snippet per table of TEX_TABLES
+(`tex/<file>.tex`, a `tabular` to `\\input`; a `longtable` for the appendix of every setting),
+and `report.tex`, a standalone document that inputs them, with the figures and the notes.
+
+Every text goes through texescape.tex_escape, so the files are plain ASCII and a snippet needs
+only `booktabs` and `array` (and `longtable` for a long one). What a cell shows is what md and
+html show (orchestrator.report.display): two decimals, 12-character keys, a score with its
+interval (set smaller after it); text cells longer than WRAP_CHARS wrap in a column of
+WRAP_WIDTH; long texts (display.details) go on a row of their own under their row, as in the
+html page. A table split by model (answers, scores, the grid) is one tabular with a heading row
+per model.
+
+Adding a table is one TexTable entry in TEX_TABLES: the report table it shows and the words
+around it; the columns and headers default to what md and html show.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from orchestrator.report.display import (
+    INTERVAL_TABLES,
+    display_of,
+    header,
+    interval_note,
+    is_missing,
+    notes_after,
+    shown_columns,
+    title,
+    value_and_interval,
+)
+from orchestrator.report.texescape import tex_escape
+
+if TYPE_CHECKING:
+    from orchestrator.report.data import ReportData, ReportTable
+
+SNIPPET_DIR = "tex"  # the snippets' folder, next to report.tex
+PACKAGES = ("booktabs", "array")  # what every snippet needs (\usepackage)
+LONG_PACKAGES = ("longtable",)  # what a long snippet needs as well
+WRAP_CHARS = 30  # a text column with a longer cell wraps ...
+WRAP_WIDTH = "10em"  # ... in a ragged-right column this wide
+KEY_SUFFIXES = ("_key", "_keys", "_sha256")  # set in typewriter type
+
+
+@dataclass(frozen=True)
+class TexTable:
+    """One snippet: `tex/<file>.tex`, the report table `table` as a booktabs tabular."""
+
+    file: str  # the snippet's file stem (tex/<file>.tex)
+    table: str  # the report table it shows (ReportTable.name)
+    description: str  # what the standalone document says above it (plain text, no markup)
+    columns: tuple[str, ...] | None = None  # None: the columns md and html show
+    headers: Mapping[str, str] = field(default_factory=dict)  # column -> printed header
+    long: bool = False  # a longtable, which breaks across pages (an appendix table)
+
+
+def _cols(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+ANSWER_HEADERS = {
+    "literature_model": "model (as printed)",
+    "source_id": "source",
+    "verdict_detail": "verdict",
+    "max_length": "max length",
+    "score_pct": "pass@1 % [CI]",
+    "gap_pp": "gap (pp)",
+    "setting_key": "setting",
+}
+TEX_TABLES: tuple[TexTable, ...] = (
+    TexTable(
+        "answers",
+        "answers",
+        "One row per value a paper reports for a model of this store: the verdict "
+        "(reproduced by N settings: a setting's pass@1 rounds or truncates to the value at "
+        "its printed decimals; tuning or variant confusion: only the other tuning's model, "
+        "or the model's other benchmark variant, reproduces it; near: within one problem; "
+        "not reproduced; only a pilot subset), and the setting that best explains the value, "
+        "with its pass@1, interval and gap (setting minus reported, percentage points). A "
+        "value no k/164 gives says so under its row.",
+        headers=ANSWER_HEADERS,
+    ),
+    TexTable(
+        "findings",
+        "findings",
+        "One row per axis in the study's style, from its test: each axis value against the "
+        "baseline's, over all models and over instruct models only, one vote per model, "
+        "tested over problems jointly across models (a problem-clustered bootstrap interval "
+        "and sign-flip test; exact McNemar for one model and one sample per problem), "
+        "Holm-adjusted within its family; the sentence under each row. An effect counts when "
+        "its adjusted p < 0.05 and |delta| exceeds the re-generation noise (repeat-check); "
+        "for an axis without one, the largest |delta| and the change detectable at 80% power.",
+        columns=_cols(
+            "group topic values delta_pp p_adjusted n_models n_problem_pairs mdd_pp noise_pp counts"
+        ),
+        headers={
+            "topic": "axis",
+            "delta_pp": "change (pp) [CI]",
+            "p_adjusted": "adjusted p",
+            "n_models": "models",
+            "n_problem_pairs": "problem pairs",
+            "mdd_pp": "detectable (pp)",
+            "noise_pp": "noise (pp)",
+        },
+    ),
+    TexTable(
+        "scores",
+        "scores_pivot",
+        "pass@1 (percent) per model, template, decoding and maximum length (rows) and "
+        "precision (columns), like the study's Table 2, each with its interval; a cell of "
+        "several settings shows their mean.",
+        headers={"max_length": "max length", "n_samples": "samples", "n_problems": "problems"},
+    ),
+    TexTable(
+        "effects",
+        "effects",
+        "Pairs of settings of one model that differ only in one axis: the mean change "
+        "against the baseline (percentage points, signed), the mean relative change (percent "
+        "of the baseline score) and the mean magnitude, over all models and over instruct "
+        "models only; one vote per model.",
+        columns=_cols(
+            "axis value baseline_value group n_models n_pairs mean_change_pp "
+            "mean_relative_change_pct mean_abs_change_pp"
+        ),
+        headers={
+            "baseline_value": "baseline",
+            "n_models": "models",
+            "n_pairs": "pairs",
+            "mean_change_pp": "change (pp)",
+            "mean_relative_change_pct": "relative (%)",
+            "mean_abs_change_pp": "|change| (pp)",
+        },
+    ),
+    TexTable(
+        "grid",
+        "grid",
+        "Every complete setting with its pass@1 and interval, the number of problems, and "
+        "the samples whose prompt was truncated or that hit the length limit.",
+        columns=_cols(
+            "template decoding max_length precision backend n_samples score_pct n_problems "
+            "n_prompt_truncated n_hit_length_limit setting_key"
+        ),
+        headers={
+            "max_length": "max length",
+            "n_samples": "samples",
+            "score_pct": "pass@1 % [CI]",
+            "n_problems": "problems",
+            "n_prompt_truncated": "truncated",
+            "n_hit_length_limit": "length limit",
+            "setting_key": "setting",
+        },
+        long=True,
+    ),
+    TexTable(
+        "comparisons",
+        "comparisons",
+        "Every paired test of the report with its family: B (value) against A (baseline), "
+        "delta = B - A in points with its interval, the raw p (exact McNemar, or sign-flip "
+        "permutation) and the p adjusted within the family (Holm for the axis effects, "
+        "Westfall-Young max-T for a model's settings against its baseline, "
+        "Benjamini-Hochberg for the exploratory ones), the change detectable at 80% power, "
+        "and whether it counts (adjusted p < 0.05 and above the re-generation noise).",
+        columns=_cols(
+            "family group axis value baseline_value at delta_pp p_value p_adjusted mdd_pp counts"
+        ),
+        headers={
+            "baseline_value": "baseline",
+            "delta_pp": "change (pp) [CI]",
+            "p_value": "p",
+            "p_adjusted": "adjusted p",
+            "mdd_pp": "detectable (pp)",
+        },
+        long=True,
+    ),
+)
+
+
+def tex_table(name: str) -> TexTable:
+    for entry in TEX_TABLES:
+        if entry.file == name:
+            return entry
+    valid = ", ".join(e.file for e in TEX_TABLES)
+    raise KeyError(f"no LaTeX table {name!r}; valid: {valid}")
+
+
+# ---------------------------------------------------------------------------------------------
+# One snippet
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _columns(entry: TexTable, table: ReportTable) -> list[str]:
+    frame = table.frame
+    present = frame.loc[:, frame.notna().any(axis=0)] if len(frame) else frame
+    if entry.columns is not None:
+        return [c for c in entry.columns if c in present.columns]
+    return shown_columns(present, table.name, table.group_by)
+
+
+def _spec(frame: pd.DataFrame, table: ReportTable, column: str) -> str:
+    values = [v for v in frame[column] if not is_missing(v)] if column in frame else []
+    if values and all(_is_number(v) for v in values):
+        return "r"
+    texts = [value_and_interval(table.name, column, {column: v})[0] for v in values]
+    if any(len(t) > WRAP_CHARS for t in texts):
+        return r">{\raggedright\arraybackslash}p{" + WRAP_WIDTH + "}"
+    return "l"
+
+
+def _value(column: str, text: str, number: bool) -> str:
+    if number and text.startswith("-"):
+        return r"\ensuremath{-}" + tex_escape(text[1:])  # a minus sign, not a hyphen
+    if column.endswith(KEY_SUFFIXES):
+        return r"\texttt{" + tex_escape(text) + "}"
+    return tex_escape(text)
+
+
+def _cell(table: ReportTable, column: str, index: Any, row: Mapping[str, Any]) -> str:
+    text, interval = value_and_interval(table.name, column, row)
+    if not text:
+        return ""
+    out = _value(column, text, _is_number(row.get(column)))
+    intervals = table.intervals
+    if intervals is not None and column in intervals.columns and index in intervals.index:
+        extra = intervals.at[index, column]
+        interval = "" if is_missing(extra) else str(extra)
+    if interval:
+        out += r"\,{\scriptsize " + tex_escape(interval) + "}"
+    return out
+
+
+def _detail_row(table: ReportTable, row: Mapping[str, Any], width: int) -> str:
+    """The display's long texts of a row, on a row of their own (html: its detail row)."""
+    parts = [
+        tex_escape(f"{header(table.name, c)}: {row[c]}")
+        for c in display_of(table.name).details
+        if c in row and not is_missing(row[c]) and str(row[c]) != ""
+    ]
+    if not parts:
+        return ""
+    return (
+        r"\multicolumn{"
+        + str(width)
+        + r"}{@{\hspace{1em}}l}{\footnotesize "
+        + "; ".join(parts)
+        + r"} \\"
+    )
+
+
+def _body(table: ReportTable, cols: list[str]) -> list[str]:
+    frame = table.frame
+    width = len(cols)
+    if frame.empty:
+        reason = tex_escape(table.empty_reason or "(none)")
+        return [r"\multicolumn{" + str(width) + r"}{@{}l}{\emph{" + reason + r"}} \\"]
+    lines: list[str] = []
+    group = None
+    records = frame.to_dict("records")
+    for index, row in zip(frame.index, records, strict=True):
+        if table.group_by and row.get(table.group_by) != group:
+            group = row.get(table.group_by)
+            if lines:
+                lines.append(r"\midrule")
+            heading = tex_escape(str(group))
+            lines.append(r"\multicolumn{" + str(width) + r"}{@{}l}{\textbf{" + heading + r"}} \\")
+        lines.append(" & ".join(_cell(table, c, index, row) for c in cols) + r" \\")
+        detail = _detail_row(table, row, width)
+        if detail:
+            lines.append(detail)
+    return lines
+
+
+def _header(entry: TexTable, table: ReportTable, column: str) -> str:
+    text = entry.headers.get(column) or header(table.name, column).replace("_", " ")
+    return tex_escape(text)
+
+
+def snippet(entry: TexTable, data: ReportData) -> str:
+    """The snippet of one TexTable: a booktabs tabular (longtable when `long`) of its table."""
+    table = next((t for t in data.tables if t.name == entry.table), None)
+    if table is None:
+        names = ", ".join(t.name for t in data.tables)
+        raise KeyError(f"LaTeX table {entry.file!r} shows {entry.table!r}; tables: {names}")
+    cols = _columns(entry, table) or list(table.frame.columns[:1])
+    spec = "".join(_spec(table.frame, table, c) for c in cols)
+    env = "longtable" if entry.long else "tabular"
+    needs = ", ".join((*PACKAGES, *(LONG_PACKAGES if entry.long else ())))
+    head = " & ".join(_header(entry, table, c) for c in cols) + r" \\"
+    lines = [
+        f"% reprogrid report: {tex_escape(title(table.name))} (needs {needs})",
+        rf"\begin{{{env}}}{{@{{}}{spec}@{{}}}}",
+        r"\toprule",
+        head,
+        r"\midrule",
+    ]
+    if entry.long:  # the header again on every page
+        lines += [r"\endhead", r"\bottomrule", r"\endfoot"]
+    lines += _body(table, cols)
+    if not entry.long:
+        lines.append(r"\bottomrule")
+    lines.append(rf"\end{{{env}}}")
+    return "\n".join(lines) + "\n"
+
+
+def snippets(data: ReportData) -> dict[str, str]:
+    """`tex/<file>.tex` -> its text, for every entry of TEX_TABLES."""
+    return {f"{SNIPPET_DIR}/{e.file}.tex": snippet(e, data) for e in TEX_TABLES}
+
+
+# ---------------------------------------------------------------------------------------------
+# The standalone document
+
+# A tabular wider than the line or taller than the page is scaled down to fit (a paper that
+# \inputs a snippet decides this itself: \resizebox, \small, a table* float).
+FIT = r"""\newsavebox{\reprogridbox}
+\newcommand{\reprogridfit}[1]{\sbox{\reprogridbox}{#1}%
+  \ifdim\wd\reprogridbox>\linewidth
+    \sbox{\reprogridbox}{\resizebox{\linewidth}{!}{\usebox{\reprogridbox}}}\fi
+  \ifdim\dimexpr\ht\reprogridbox+\dp\reprogridbox\relax>0.85\textheight
+    \sbox{\reprogridbox}{\resizebox*{!}{0.85\textheight}{\usebox{\reprogridbox}}}\fi
+  \usebox{\reprogridbox}}"""
+
+
+def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) -> list[str]:
+    text = entry.description
+    if entry.table in INTERVAL_TABLES:
+        text += " " + interval_note(data)
+    path = f"{SNIPPET_DIR}/{entry.file}"
+    out = [
+        r"\subsection*{" + tex_escape(title(entry.table)) + "}",
+        tex_escape(text),
+        r"\par\medskip",
+    ]
+    if entry.long:
+        out.append(r"{\footnotesize\input{" + path + "}}")
+    else:
+        out.append(r"\begin{center}\reprogridfit{\input{" + path + r"}}\end{center}")
+    for caption, file in figures:
+        out += [
+            r"\begin{center}",
+            r"\includegraphics[width=0.8\linewidth,height=0.7\textheight,keepaspectratio]{"
+            + file
+            + "}",
+            r"\par\small " + tex_escape(caption),
+            r"\end{center}",
+        ]
+    return out
+
+
+def render_tex(data: ReportData, figures: Mapping[str, list[tuple[str, str]]]) -> str:
+    """report.tex: every snippet of TEX_TABLES in order, the notes after the answers' findings,
+    each figure after its table. `figures`: report table -> [(caption, PNG file name)]."""
+    packages = ",".join((*PACKAGES, *LONG_PACKAGES, "graphicx"))
+    out = [
+        "% reprogrid report, standalone: pdflatex report.tex (the snippets are in "
+        + SNIPPET_DIR
+        + "/)",
+        r"\documentclass{article}",
+        r"\usepackage[landscape,margin=1.5cm]{geometry}",
+        r"\usepackage{" + packages + "}",
+        FIT,
+        r"\renewcommand{\labelitemi}{\ensuremath{\bullet}}% \textbullet: a TS1 (bitmap) font",
+        r"\begin{document}",
+        r"\small",
+        r"\section*{reprogrid report}",
+        r"Store: \texttt{"
+        + tex_escape(data.store)
+        + "}, generated "
+        + tex_escape(data.generated_at),
+    ]
+    after = notes_after(data)
+    for entry in TEX_TABLES:
+        out += _section(entry, data, figures.get(entry.table, []))
+        if entry.table == after and data.notes:
+            out.append(r"\subsection*{Notes}")
+            out.append(r"\begin{itemize}")
+            out += [r"\item " + tex_escape(n) for n in data.notes]
+            out.append(r"\end{itemize}")
+    out.append(r"\end{document}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,156 @@
+"""The LaTeX report compiled by a real TeX: `report --format tex`, then `pdflatex` on the
+standalone report.tex (non-interactive, with a timeout, twice so that the grid's longtable
+settles), on three stores: the synthetic store, the 120-setting paper grid (a grid of several
+pages) and a store whose names need escaping (StarChat-β, TeX's special characters, accents).
+The PDF must use only vector fonts, hold the escaped names as text, and its first page is
+rendered to first-page.png with pdftoppm, kept in the test's temporary folder (look at it).
+
+Skipped, with the reason, when pdflatex is not installed (CI installs Debian's
+texlive-latex-base, texlive-latex-recommended and poppler-utils: .ci/system-packages.sh)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import unicodedata
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+
+from orchestrator.cli import main
+from storage.literature import COLUMNS
+from storage.store import Store
+from tests.fixtures_store import Spec, write_grid_store, write_setting, write_synthetic_store
+
+PDFLATEX = shutil.which("pdflatex")
+pytestmark = pytest.mark.skipif(
+    PDFLATEX is None,
+    reason="pdflatex not installed (apt-get install texlive-latex-base "
+    "texlive-latex-recommended poppler-utils)",
+)
+TIMEOUT_S = 120
+MODEL = "starchat-β_15b"
+LOCATION = 'Table 2 — pass@1 (%) & "zero-shot" ~50% {x}_y^z #1 $5 \\ <a|b> Müller–Gödel…'
+
+
+def escaping_store(root: str) -> list[str]:
+    """A model whose names need escaping; returns the report options that go with it."""
+    store = Store(root)
+    write_setting(store, Spec(MODEL, "own", "greedy", 2048, "bf16", 30))  # 30/164 = 18.29
+    write_setting(store, Spec(MODEL, "instruct", "greedy", 2048, "bf16", 25))
+    folder = Path(root).parent
+    rows = [",".join(COLUMNS)]
+    for value in ("18.3", "18.1"):  # reproduced; no k/164 (29/164 = 17.68, 30/164 = 18.29)
+        location = LOCATION.replace('"', '""')
+        rows.append(
+            f'StarChat-β,StarChat,15.5,instruct,{value},arXiv:2308.07124,"OctoPack — Müller",'
+            f'"{location}",n=1,primary-source'
+        )
+    (folder / "lit.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (folder / "map.yaml").write_text(
+        f'benchmark: humanevalfix\nvariants: [tests]\nmodels:\n  "StarChat-β": "{MODEL}"\n',
+        encoding="utf-8",
+    )
+    return ["--literature", str(folder / "lit.csv"), "--mapping", str(folder / "map.yaml")]
+
+
+def synthetic(root: str) -> list[str]:
+    write_synthetic_store(root)
+    return []
+
+
+def paper_grid(root: str) -> list[str]:
+    write_grid_store(root)
+    return []
+
+
+STORES = {"synthetic": synthetic, "paper_grid": paper_grid, "escaping": escaping_store}
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    assert found, f"{name} not found: install poppler-utils next to pdflatex"
+    return found
+
+
+def _pdflatex(folder: Path, document: str = "report.tex") -> subprocess.CompletedProcess:
+    argv = [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape"]
+    return subprocess.run(
+        [*argv, document],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module", params=sorted(STORES))
+def compiled(request, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp(request.param)
+    store = tmp_path / "store"
+    options = STORES[request.param](str(store))
+    out = tmp_path / "report"
+    argv = ["report", "--store", str(store), "--out", str(out), "--format", "tex"]
+    assert main([*argv, "--resamples", "200", *options]) == 0
+    for _ in range(2):  # longtable settles its column widths on the second run
+        done = _pdflatex(out)
+        assert done.returncode == 0, f"pdflatex failed:\n{done.stdout[-3000:]}"
+    return request.param, out, tmp_path
+
+
+def test_pdflatex_compiles_the_report_and_its_first_page_renders(compiled):
+    name, out, tmp_path = compiled
+    pdf = out / "report.pdf"
+    assert pdf.is_file()
+    log = (out / "report.log").read_text(errors="replace")
+    assert "Rerun to get" not in log and "Table widths have changed" not in log
+    assert "Missing character" not in log
+    fonts = subprocess.run(
+        [_tool("pdffonts"), str(pdf)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Type 3" not in fonts, f"a bitmap font (a character LaTeX drew from METAFONT):\n{fonts}"
+    text = subprocess.run(
+        [_tool("pdftotext"), "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    text = unicodedata.normalize("NFC", text)  # an accent LaTeX set on a letter: one character
+    assert "reprogrid report" in text and "Scores per model" in text
+    assert "hover" not in text and "(html)" not in text
+    if name == "escaping":
+        assert "StarChat-β" in text and "starchat-β" in text  # the literature and store names
+        assert "Müller–Gödel" in text and "50%" in text and "$5" in text
+        assert "no k/164 gives 18.1; nearest 29/164 = 17.68, 30/164 = 18.29" in text
+    else:
+        assert "Every setting" in text
+    first = tmp_path / "first-page.png"
+    subprocess.run(
+        [_tool("pdftoppm"), "-png", "-r", "110", "-f", "1", "-l", "1", "-singlefile", str(pdf)]
+        + [str(first.with_suffix(""))],
+        check=True,
+        timeout=TIMEOUT_S,
+    )
+    image = imread(first)  # floats in [0, 1]
+    height, width = image.shape[:2]
+    assert width > height > 600  # landscape A4 at 110 dpi: 1286 x 909
+    rgb = image[..., :3]
+    inked = (rgb < 0.5).any(axis=2).mean()
+    assert 0.01 < inked < 0.5, f"first page {inked:.1%} inked: blank or a black box"
+
+
+def test_a_paper_inputs_every_snippet_with_booktabs_and_array(compiled):
+    """What docs/report.md says a paper needs: booktabs and array (longtable for the grid)."""
+    out = compiled[1]
+    paper = ["\\documentclass{article}", "\\usepackage{booktabs,array,longtable}"]
+    paper += ["\\begin{document}"]
+    for snippet in sorted((out / "tex").glob("*.tex")):
+        body = f"\\input{{tex/{snippet.stem}}}"
+        long = "\\begin{longtable}" in snippet.read_text()
+        paper.append(body if long else f"{{\\tiny {body}}}\\par")
+    (out / "paper.tex").write_text("\n".join([*paper, "\\end{document}", ""]))
+    for _ in range(2):
+        done = _pdflatex(out, "paper.tex")
+        assert done.returncode == 0, f"a paper that inputs the snippets:\n{done.stdout[-3000:]}"
+    assert (out / "paper.pdf").stat().st_size > 0
