@@ -113,14 +113,17 @@ def predicted_power(
     rejects when |sum e_i| > z sqrt(sum e_i^2) (its null's variance). With the models
     independent, E[e^2] = E[d^2] / M + (1 - 1/M) (k / n)^2, where E[d^2] = UNCERTAIN x
     DISAGREE + k / n, and sum e_i is about normal with mean n k / n and variance
-    n (E[e^2] - (k / n)^2), so the power is Phi((delta - z sqrt(E[e^2] / n)) /
-    sqrt((E[e^2] - delta^2) / n))."""
-    delta = k / n_problems
+    n (E[e^2] - (k / n)^2). The permutation distribution is a lattice: flipping one model's
+    +-1 difference moves the sum by 2 / M, and an observed sum must clear the threshold by half
+    that step to reach the tail (the continuity correction, 1 / M). So the power is
+    Phi((n delta - 1/M - z sqrt(n E[e^2])) / sqrt(n (E[e^2] - delta^2)))."""
+    n = n_problems
+    delta = k / n
     second = UNCERTAIN * DISAGREE + delta
     e2 = second / n_models + (1 - 1 / n_models) * delta**2
     z = NormalDist().inv_cdf(1 - alpha / (2 * family_size))
-    threshold = z * math.sqrt(e2 / n_problems)
-    return NormalDist().cdf((delta - threshold) / math.sqrt((e2 - delta**2) / n_problems))
+    margin = n * delta - 1 / n_models - z * math.sqrt(n * e2)
+    return NormalDist().cdf(margin / math.sqrt(n * (e2 - delta**2)))
 
 
 def write_planted_store(root: str, seed: int, n_models: int = 4) -> PlantedGrid:

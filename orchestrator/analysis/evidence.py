@@ -103,7 +103,7 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class _Planned:
+class Planned:
     family: str
     kind: FamilyKind
     group: str
@@ -138,7 +138,7 @@ def _one_axis_pairs(model_cells: Sequence[Cell], pinned: Mapping[str, Any]):
                     yield axis, ref, cell
 
 
-def _effect_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> list[_Planned]:
+def _effect_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> list[Planned]:
     by_model: dict[str, list[Cell]] = {}
     for cell in scope_cells:
         by_model.setdefault(cell.model_name, []).append(cell)
@@ -159,7 +159,7 @@ def _effect_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> lis
         kind = FamilyKind.AXIS_EFFECTS if confirmatory else FamilyKind.EXPLORATORY
         family = f"axis effects, {group} models" if confirmatory else "exploratory"
         plans.append(
-            _Planned(
+            Planned(
                 family,
                 kind,
                 group,
@@ -173,7 +173,7 @@ def _effect_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> lis
     return plans
 
 
-def _setting_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> list[_Planned]:
+def _setting_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> list[Planned]:
     """Each model's cells against its baseline cell (the same values on the freed axes)."""
     plans = []
     free = [a for a in AXES if a not in pinned]
@@ -194,7 +194,7 @@ def _setting_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> li
             if len(changed) == 1:
                 value, base_value = _label(cell.value(axis)), _label(base.value(axis))
             plans.append(
-                _Planned(
+                Planned(
                     family,
                     FamilyKind.MODEL_SETTINGS,
                     base.model_name,
@@ -250,6 +250,35 @@ def _scopes(
     return out
 
 
+@dataclass(frozen=True)
+class ScopePlan:
+    """A scope's declared comparisons, before any test: each with its two sides per problem."""
+
+    scope: Scope
+    plans: tuple[Planned, ...]
+    sides: tuple[tuple[np.ndarray, np.ndarray], ...]  # (reference, changed) per plan
+
+
+def plan_grid(
+    rows: Sequence[Mapping[str, Any]],
+    outcomes: Mapping[str, ProblemOutcomes],
+    baseline: Mapping[str, Any],
+    exploratory: bool = True,
+) -> list[ScopePlan]:
+    """Every declared comparison, per scope, with the outcomes its test compares."""
+    pinned = {a: v for a, v in baseline.items() if a in AXES}
+    out = []
+    for scope, outcome in _scopes(rows, outcomes).items():
+        scope_cells = list(outcome)
+        plans = _effect_plans(scope_cells, pinned) + _setting_plans(scope_cells, pinned)
+        if not exploratory:
+            plans = [p for p in plans if p.kind is not FamilyKind.EXPLORATORY]
+        if plans:
+            sides = tuple(_composite(p.pairs, outcome) for p in plans)
+            out.append(ScopePlan(scope, tuple(plans), sides))
+    return out
+
+
 def compare_grid(
     rows: Sequence[Mapping[str, Any]],
     outcomes: Mapping[str, ProblemOutcomes],
@@ -259,17 +288,10 @@ def compare_grid(
 ) -> list[Comparison]:
     """Every declared comparison of the store, tested and adjusted within its family."""
     options = options or EvidenceOptions()
-    pinned = {a: v for a, v in baseline.items() if a in AXES}
     out: list[Comparison] = []
-    for scope, outcome in _scopes(rows, outcomes).items():
-        scope_cells = list(outcome)
-        plans = _effect_plans(scope_cells, pinned) + _setting_plans(scope_cells, pinned)
-        if not options.exploratory:
-            plans = [p for p in plans if p.kind is not FamilyKind.EXPLORATORY]
-        if not plans:
-            continue
+    for planned in plan_grid(rows, outcomes, baseline, options.exploratory):
+        scope, plans, sides = planned.scope, planned.plans, planned.sides
         resamples = draw_resamples(len(scope.task_ids), options.n_resamples, options.seed)
-        sides = [_composite(p.pairs, outcome) for p in plans]
         tests = compare_rows(
             [a for a, _ in sides], [b for _, b in sides], resamples, options.confidence
         )
@@ -293,7 +315,7 @@ def compare_grid(
 
 
 def _comparison(
-    plan: _Planned,
+    plan: Planned,
     scope: Scope,
     test: PairedResult,
     p_adjusted: float,
