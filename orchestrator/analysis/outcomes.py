@@ -4,9 +4,10 @@
   McNemar test;
 * pass@1 with several samples: the problem's unbiased pass@1, c / n (Chen et al. 2021), a float;
 * InfiBench's best@10: the question's best score in each consecutive group of 10 responses
-  (floored at 0, a response that could not be scored counting as 0), averaged over groups: with
-  every question's full score 1.0, the mean of these over questions is the official best@10
-  (workers/benchmarks/infibench/aggregate.py).
+  (floored at 0), averaged over groups; a question with a response that could not be scored
+  (no score: a missing toolchain, a grading error) scores 0 in every group, as the official
+  statistic does. With every question's full score 1.0, the mean of these over questions is the
+  official best@10 (workers/benchmarks/infibench/aggregate.py).
 
 The mean of a setting's outcomes over its problems is its score; `ProblemOutcomes.score` gives
 it so a caller can check it against the stored one.
@@ -59,18 +60,25 @@ def best_of_outcomes(
     task_ids: Sequence[str],
     sample_index: Sequence[int],
     scores: Sequence[float | None],
+    scored: Sequence[bool] | None = None,
     group: int = BEST_OF_GROUP,
 ) -> ProblemOutcomes:
     """best@`group` per question from execution rows: the mean over consecutive groups of
-    `group` responses (by sample index) of the group's best score, floored at 0."""
+    `group` responses (by sample index) of the group's best score, floored at 0; 0 for a
+    question with a response without a score or not `scored` (a grading error, a missing
+    toolchain: the execution's outcome)."""
+    flags = [True] * len(task_ids) if scored is None else list(scored)
     by_task: dict[str, list[tuple[int, float]]] = {}
-    for task, index, score in zip(task_ids, sample_index, scores, strict=True):
-        value = 0.0 if score is None or math.isnan(score) else float(score)
+    for task, index, score, ok in zip(task_ids, sample_index, scores, flags, strict=True):
+        value = math.nan if score is None or not ok else float(score)
         by_task.setdefault(task, []).append((int(index), value))
     tasks = tuple(sorted(by_task))
     values = []
     for task in tasks:
         ordered = [v for _, v in sorted(by_task[task])]
+        if any(math.isnan(v) for v in ordered):
+            values.append(0.0)  # unscorable: 0 in every group (aggregate._case_best)
+            continue
         bests = [max(0.0, *ordered[i : i + group]) for i in range(0, len(ordered), group)]
         values.append(sum(bests) / len(bests))
     out = np.clip(np.array(values, dtype=float), 0.0, 1.0)

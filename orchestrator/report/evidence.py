@@ -36,6 +36,7 @@ COMPARISON_COLUMNS = tuple(
 )
 FINDING_COLUMNS = tuple(f.name for f in dataclasses.fields(Finding))
 SCORE_TOLERANCE = 1e-9  # a setting's outcomes must average to its stored score
+UNSCORED = frozenset({"error", "toolchain_missing"})  # InfiBench: the question scores 0
 
 
 def setting_outcomes(
@@ -59,8 +60,9 @@ def setting_outcomes(
             shard = store.read_shard("executions", key)
             if shard is None or shard.num_rows == 0:
                 continue
-            rows = shard.select(["task_id", "sample_index", "score"]).to_pydict()
-            outcome = best_of_outcomes(rows["task_id"], rows["sample_index"], rows["score"])
+            rows = shard.select(["task_id", "sample_index", "score", "outcome"]).to_pydict()
+            scored = [o not in UNSCORED for o in rows["outcome"]]
+            outcome = best_of_outcomes(rows["task_id"], rows["sample_index"], rows["score"], scored)
         else:
             continue
         if abs(outcome.score - float(row["exact"])) > SCORE_TOLERANCE:
