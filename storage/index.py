@@ -89,9 +89,10 @@ def build_index(
         if table == "generations":
             generated = trusted_rows(checks)
     if validate or quarantine:
-        for table in ("settings", "runs"):
+        for table in ("settings", "runs", "repeat_checks"):
             checks = scan_table(store, table)
-            _note_damage(damage, table, checks)
+            if table != "repeat_checks":  # a damaged check record is not the setting's damage
+                _note_damage(damage, table, checks)
             if quarantine:
                 quarantine_damaged(store, checks)
     states: dict[str, SettingState] = {}

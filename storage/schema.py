@@ -223,10 +223,37 @@ RUNS = pa.schema(
     ]
 )
 
+# One shard per `repeat-check` invocation (named by its run id), one row per checked setting:
+# how much re-generating its first problems changed, the noise floor of the report's paired
+# tests (orchestrator/analysis/noise.py).
+REPEAT_CHECKS = pa.schema(
+    [
+        ("run_id", _str),
+        ("checked_at", pa.timestamp("us", tz="UTC")),
+        ("setting_key", _str),
+        ("backend", _str),
+        ("model_name", _str),
+        ("n_problems", pa.int32()),  # problems re-generated (the first N of the setting's)
+        ("n_samples", pa.int32()),  # their samples
+        ("n_program_changed", pa.int32()),  # samples whose post-processed program changed
+        ("n_continuation_changed", pa.int32()),
+        ("n_tokens_changed", pa.int32()),
+        ("n_executed", pa.int32()),  # changed programs executed again
+        ("n_outcome_changed", pa.int32()),  # samples whose score (pass/fail) changed
+        # sum over the problems of |repeated - stored| per-problem score, in problems
+        ("outcome_change_sum", pa.float64()),
+        ("stored_score", pa.float64()),  # mean per-problem score over those problems, stored
+        ("repeated_score", pa.float64()),  # ... and re-generated
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "settings": SETTINGS,
     "generations": GENERATIONS,
     "executions": EXECUTIONS,
     "scores": SCORES,
     "runs": RUNS,
+    "repeat_checks": REPEAT_CHECKS,
 }
+# Tables whose shards are named by a run id (their rows' `run_id`), not by a setting key.
+RUN_TABLES = frozenset({"runs", "repeat_checks"})

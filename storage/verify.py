@@ -26,13 +26,14 @@ from storage.integrity import (
     is_shard_key,
     setting_key_of,
 )
-from storage.schema import TABLES, SettingStatus
+from storage.schema import RUN_TABLES, TABLES, SettingStatus
 from storage.store import TEMP_PREFIX, Store, StoredFile
 
 logger = logging.getLogger(__name__)
 
 RESULT_TABLES = ("generations", "executions", "scores")
-KEY_COLUMN = {"runs": "run_id"}  # the column that names a shard's rows; else "setting_key"
+# the column that names a shard's rows; else "setting_key"
+KEY_COLUMN = dict.fromkeys(RUN_TABLES, "run_id")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class FileCheck:
 
     file: StoredFile
     shard_key: str | None  # None for a file that is not named like a shard
-    setting_key: str | None  # the setting it belongs to; None for runs and foreign files
+    setting_key: str | None  # the setting it belongs to; None for run-keyed and foreign files
     trust: Trust | None = None  # set when the shard passed
     problem: ProblemKind | None = None
     detail: str = ""
@@ -156,7 +157,7 @@ def _classify(file: StoredFile) -> FileCheck | None:
             detail="not named <key>.parquet in the table's folder; Parquet readers "
             "of the folder would read it",
         )
-    setting = None if file.table == "runs" else setting_key_of(key)
+    setting = None if file.table in RUN_TABLES else setting_key_of(key)
     return FileCheck(file, key, setting)
 
 
@@ -175,7 +176,7 @@ def check_file(store: Store, file: StoredFile, decode: bool = False) -> FileChec
     except OSError as e:
         return replace(check, problem=ProblemKind.READ_FAILED, detail=str(e))
     if rows is not None and rows.num_rows:
-        expected = check.shard_key if file.table == "runs" else check.setting_key
+        expected = check.shard_key if file.table in RUN_TABLES else check.setting_key
         found = pc.unique(rows[KEY_COLUMN.get(file.table, "setting_key")]).to_pylist()
         if found != [expected]:
             detail = f"rows of {sorted(map(str, found))[:3]}"

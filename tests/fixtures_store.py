@@ -292,8 +292,42 @@ def _write_run(store: Store, keys: list[str]) -> None:
     )
 
 
+REPEAT_RUN_ID = "20250102T040000-repeat"
+
+
+def write_repeat_check(
+    store: Store, key: str, backend: str = "hf", n_problems: int = 40, changed: int = 1
+) -> None:
+    """A recorded `repeat-check` of one setting: `changed` of its first `n_problems` problems
+    flipped pass/fail on re-generation (noise floor 100 x changed / n_problems points)."""
+    store.write_rows(
+        "repeat_checks",
+        REPEAT_RUN_ID,
+        [
+            {
+                "run_id": REPEAT_RUN_ID,
+                "checked_at": NOW,
+                "setting_key": key,
+                "backend": backend,
+                "model_name": BASE,
+                "n_problems": n_problems,
+                "n_samples": n_problems,
+                "n_program_changed": changed + 2,
+                "n_continuation_changed": changed + 3,
+                "n_tokens_changed": changed + 3,
+                "n_executed": changed + 2,
+                "n_outcome_changed": changed,
+                "outcome_change_sum": float(changed),
+                "stored_score": 0.1,
+                "repeated_score": 0.1 + changed / n_problems,
+            }
+        ],
+    )
+
+
 def write_synthetic_store(root: str) -> dict[str, Spec]:
-    """Write the synthetic store under `root`; returns {setting key: spec}."""
+    """Write the synthetic store under `root`; returns {setting key: spec}. It holds one
+    recorded repeat-check (the base model's baseline, hf: 1 of 40 problems flipped)."""
     store = Store(root)
     out = {}
     for spec in SPECS:
@@ -303,6 +337,7 @@ def write_synthetic_store(root: str) -> dict[str, Spec]:
         if spec.status == "complete":
             _write_results(store, spec, key, _passes(spec, key, N_PROBLEMS))
     _write_run(store, list(out))
+    write_repeat_check(store, spec_key(SPECS[0]))
     return out
 
 

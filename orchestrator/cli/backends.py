@@ -28,9 +28,11 @@ def register(sub) -> None:
     p = sub.add_parser(
         "repeat-check",
         help="re-generate the first N problems of finished settings and report the flip rate "
-        "(share of changed programs) per backend; writes nothing to the store",
+        "(share of changed programs) and the outcome changes per backend; recorded in the "
+        "store as the noise floor of the report's paired tests",
         description="Determinism check: re-generate through the setting's own backend, in this "
-        "process, and compare with the stored samples (docs/vllm.md).",
+        "process, compare with the stored samples, run the changed programs, and record the "
+        "result in the store's repeat_checks table (docs/vllm.md, docs/statistics.md).",
     )
     add_store(p)
     p.add_argument(
@@ -41,6 +43,14 @@ def register(sub) -> None:
         help="a setting key or a unique prefix of one; repeat for several settings",
     )
     p.add_argument("-n", type=int, default=20, metavar="N", help="first N problems (default 20)")
+    p.add_argument(
+        "--wait-lock",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another writer of the store before recording (default: fail "
+        "at once); the lock is taken only to record, after re-generating",
+    )
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.add_argument(
         "overrides",
@@ -65,7 +75,11 @@ def cmd_repeat_check(args) -> int:
     from storage.store import Store
 
     data = repeat_check(
-        Store(existing_store(args.store)), args.setting, args.n, overrides=args.overrides or None
+        Store(existing_store(args.store)),
+        args.setting,
+        args.n,
+        overrides=args.overrides or None,
+        wait_lock_s=args.wait_lock,
     )
     _out(json.dumps(data, indent=2) if args.json else render_repeat_check(data))
     return 0

@@ -192,6 +192,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not answers.empty:
         counts = answers["verdict"].value_counts().to_dict()
         _out("answers: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    findings = data.table("findings")
+    counted = findings[findings["counts"].astype(bool)] if len(findings) else findings
+    if len(findings):
+        effects = ", ".join(f"{r.group} {r.topic} {r.values}" for r in counted.itertuples())
+        _out(f"findings: {len(counted)} effect(s) count" + (f" ({effects})" if effects else ""))
     for path in paths:
         _out(str(path))
     return 0

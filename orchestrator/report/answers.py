@@ -1,7 +1,9 @@
 """The report's first table, `answers`: per published value of a model in the store, the
 verdict and the setting that best explains it (orchestrator.analysis.answers), with that
-setting's axes, score and interval read from the grid, and, for a value no k/(164 x samples)
-gives, a note that says so (`obtainability_note`, shown under the row).
+setting's axes, score and interval read from the grid; for a value no k/(164 x samples) gives,
+a note that says so (`obtainability_note`, shown under the row); and beside the verdict how much
+it proves (orchestrator.analysis.coincidence): the coincidence rate of the value among the
+settings of the verdict's pool, in words, and the settings whose interval contains the value.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.answers import Answer, answer
-from orchestrator.analysis.literature import LiteratureMatch
+from orchestrator.analysis.answers import Answer, Verdict, answer
+from orchestrator.analysis.coincidence import coincidence, interval_contains
+from orchestrator.analysis.literature import LiteratureMatch, SettingScore
 from orchestrator.report.grid import present, template_label
 from storage.literature import LiteratureMapping
 
@@ -20,13 +23,65 @@ ANSWER_COLUMNS = tuple(
     """model_name literature_model reported source_id location obtainability
     obtainability_note verdict verdict_detail n_reproducing setting_model setting_variant
     template decoding max_length precision backend n_samples score_pct ci_low_pct ci_high_pct
-    gap_pp setting_key line""".split()
+    gap_pp coincidence_rate evidence_strength n_in_interval evidence in_interval setting_key
+    line""".split()
 )
 AXIS_COLUMNS = ("decoding", "max_length", "precision", "backend", "n_samples")
-INTEGER_COLUMNS = ("n_reproducing", "max_length", "n_samples", "line")
+INTEGER_COLUMNS = ("n_reproducing", "max_length", "n_samples", "n_in_interval", "line")
 
 
-def _record(a: Answer, grid_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _pool(a: Answer, scores: Sequence[SettingScore]) -> list[SettingScore]:
+    """The full-benchmark settings of the pool the verdict names: the best-matching setting's
+    model and variant (the model's own, or the counterpart a confusion names)."""
+    if a.setting is None:
+        return []
+    model, variant = a.setting.model_name, a.setting.variant
+    return [
+        s
+        for s in scores
+        if s.model_name == model
+        and s.variant == variant
+        and s.n_problems >= (s.n_problems_total or s.n_problems)
+    ]
+
+
+def _evidence(
+    a: Answer, scores: Sequence[SettingScore], grid_rows: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """How much the verdict proves: the coincidence rate of the value among the pool's
+    settings, in words, and the settings whose interval contains it."""
+    pool = _pool(a, scores)
+    if not pool:
+        return {}
+    value = a.match.row.score_text
+    rate = coincidence(value, [s.score for s in pool])
+    inside = [
+        s.label
+        for s in pool
+        if interval_contains(
+            value, _number(grid_rows[s.key]["ci_low_pct"]), _number(grid_rows[s.key]["ci_high_pct"])
+        )
+    ]
+    matched = a.verdict in (Verdict.REPRODUCED, Verdict.TUNING_CONFUSION, Verdict.VARIANT_CONFUSION)
+    words = rate.words(matched)
+    if words:
+        words += f"; {len(inside)} of {len(pool)} settings' intervals contain {value}"
+    return {
+        "coincidence_rate": rate.rate,
+        "evidence_strength": (rate.strength if matched else "") or None,
+        "evidence": words or None,
+        "n_in_interval": len(inside),
+        "in_interval": "; ".join(inside) or None,
+    }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if present(value) else None
+
+
+def _record(
+    a: Answer, grid_rows: Mapping[str, Mapping[str, Any]], scores: Sequence[SettingScore]
+) -> dict[str, Any]:
     m = a.match
     record: dict[str, Any] = dict.fromkeys(ANSWER_COLUMNS)
     record.update(
@@ -55,15 +110,20 @@ def _record(a: Answer, grid_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, 
             ci_high_pct=row["ci_high_pct"] if present(row["ci_high_pct"]) else None,
             setting_key=a.setting.key,
         )
+    record.update(_evidence(a, scores, grid_rows))
     return record
 
 
-def answers_frame(matches: Sequence[LiteratureMatch], grid: pd.DataFrame) -> pd.DataFrame:
-    """One row per literature row with an answer, by model, in the literature's order."""
+def answers_frame(
+    matches: Sequence[LiteratureMatch], grid: pd.DataFrame, scores: Sequence[SettingScore] = ()
+) -> pd.DataFrame:
+    """One row per literature row with an answer, by model, in the literature's order.
+    `scores`: the settings the join compared (for the coincidence rate and the intervals)."""
     grid_rows = {r["setting_key"]: r for r in grid.to_dict("records")} if len(grid) else {}
     answers = [a for m in matches if (a := answer(m)) is not None]
     answers.sort(key=lambda a: (a.match.model_name or "", a.match.row.line))
-    frame = pd.DataFrame([_record(a, grid_rows) for a in answers], columns=list(ANSWER_COLUMNS))
+    records = [_record(a, grid_rows, scores) for a in answers]
+    frame = pd.DataFrame(records, columns=list(ANSWER_COLUMNS))
     return integer_columns(frame, INTEGER_COLUMNS)
 
 

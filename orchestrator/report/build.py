@@ -1,8 +1,8 @@
 """Assembling a report from a store: the grid, the literature join, effects, skips, provenance.
 
-Everything numeric is computed here, in grid.py, or in the pure analysis modules they call
-(literature, effects, intervals); render.py only formats. Tables are pandas DataFrames named as
-in docs/report.md.
+Everything numeric is computed here, in grid.py and evidence.py, or in the pure analysis modules
+they call (literature, effects, intervals, the paired tests); render.py only formats. Tables are
+pandas DataFrames named as in docs/report.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from orchestrator.analysis.effects import (
     effect_pairs,
     summarize_effects,
 )
-from orchestrator.analysis.literature import LiteratureMatch, join_literature
+from orchestrator.analysis.intervals import ProblemCounts
+from orchestrator.analysis.literature import LiteratureMatch, SettingScore, join_literature
 from orchestrator.analysis.literature_records import (
     MATCH_COLUMNS,
     UNMATCHED_COLUMNS,
@@ -47,6 +48,7 @@ from orchestrator.report.data import (
     ReportOptions,
     ReportTable,
 )
+from orchestrator.report.evidence import evidence_tables
 from orchestrator.report.grid import (
     KIND_STORED,
     grid_frame,
@@ -119,7 +121,10 @@ def _literature_figure(answers: pd.DataFrame, grid: pd.DataFrame) -> list[ModelL
 
 
 def _literature_tables(
-    matches: Sequence[LiteratureMatch], grid: pd.DataFrame, mapping: LiteratureMapping
+    matches: Sequence[LiteratureMatch],
+    grid: pd.DataFrame,
+    mapping: LiteratureMapping,
+    scores: Sequence[SettingScore],
 ) -> tuple[list[ReportTable], list[ModelLiterature]]:
     compared = sorted(
         (m for m in matches if m.own is not None), key=lambda m: (m.model_name or "", m.row.line)
@@ -127,7 +132,7 @@ def _literature_tables(
     unmatched = [unmatched_record(m) for m in matches if m.own is None]
     unobtainable = [unobtainable_record(m) for m in matches if not m.obtainability.obtainable]
     reason = no_answers_reason(grid, matches, mapping)
-    answers = answers_frame(matches, grid)
+    answers = answers_frame(matches, grid, scores)
     tables = [
         ReportTable("answers", answers, group_by="model_name", empty_reason=reason),
         ReportTable(
@@ -284,7 +289,8 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
     options = options or ReportOptions()
     store = Store(store_uri)
     settings = read_frame(store, "settings")
-    grid = grid_frame(store, settings, options)
+    counts: dict[str, ProblemCounts] = {}
+    grid = grid_frame(store, settings, options, counts)
     rows = _effect_rows(grid)
     check_baseline_in_store(options.baseline, _axis_values(rows))
     if options.literature_path:
@@ -296,14 +302,19 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
     matches = join_literature(
         literature_rows, mapping.models, scores, mapping.n_problems, mapping.variants
     )
-    literature, figure = _literature_tables(matches, grid, mapping)
+    literature, figure = _literature_tables(matches, grid, mapping, scores)
     effects, pairs = _effect_tables(rows, options.baseline)
+    (findings, comparisons), evidence_notes = evidence_tables(
+        store, grid, rows, counts, literature[0].frame, options
+    )
     runs = read_frame(store, "runs")
     tables = [
         literature[0],
+        findings,
         pivot_table(grid, NO_SCORES),
         *literature[1:],
         *effects,
+        comparisons,
         *_grid_tables(grid),
         skipped_table(settings),
         *provenance_tables(settings, runs, store.writer_active()),
@@ -312,7 +323,7 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
         store=store_uri,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tuple(tables),
-        notes=tuple(_notes(settings, grid, matches, rows, len(pairs))),
+        notes=tuple(_notes(settings, grid, matches, rows, len(pairs)) + evidence_notes),
         literature_figure=tuple(figure),
         effect_pairs=tuple(pairs),
         options={

@@ -33,7 +33,23 @@ TABLES: dict[str, tuple[str, str]] = {
         "(only settings over part of the problems were measured: no verdict). The "
         "setting is the one that best explains the value (the reproducing setting "
         "closest to it, else the closest setting), with its score, interval and gap "
-        "(setting minus reported, percentage points).",
+        "(setting minus reported, percentage points). Beside the verdict, how much it "
+        "proves: the coincidence rate (the share of values printed with the same decimals in "
+        "the model's measured range that some setting would also reproduce: at most 20% is "
+        "strong evidence, under 50% moderate, else weak) and the settings whose interval "
+        "contains the value (n_in_interval).",
+    ),
+    "findings": (
+        "Findings: what the grid's differences show, each with its test",
+        "One sentence per axis, in the study's style, from the axis-effects families: each "
+        "axis value against the baseline's, over all models and over instruct models only, one "
+        "vote per model, tested over problems jointly across models (a problem-clustered "
+        "bootstrap interval and sign-flip test; exact McNemar for one model and one sample "
+        "per problem), Holm-adjusted within its family. An effect counts when its adjusted p "
+        "< 0.05 and |delta| exceeds the re-generation noise measured by repeat-check. Every "
+        "test, every family (each model's settings against its baseline: Westfall-Young "
+        "max-T; exploratory: Benjamini-Hochberg) is in the comparisons table; "
+        "docs/statistics.md says which test and why.",
     ),
     "scores_pivot": (
         "Scores per model",
@@ -76,6 +92,17 @@ TABLES: dict[str, tuple[str, str]] = {
         "Effect pairs per model",
         "Each baseline cell and a cell that changes one axis, with their settings.",
     ),
+    "comparisons": (
+        "Every comparison, with its paired test and its family",
+        "One row per test: B (value) against A (baseline_value), delta = B - A in points. "
+        "b: problems where only A does better, c: only B. method: exact McNemar (one sample "
+        "per problem on both sides) or sign-flip permutation (scores per problem; "
+        "exhaustive when few problems differ); the interval is a percentile bootstrap over "
+        "problems. p_value raw, p_adjusted within the family (adjustment, family_size); "
+        "mdd_pp: the smallest |delta| the test detects with 80% power at alpha 0.05; "
+        "noise_pp: the re-generation noise of the backends involved (empty: not measured); "
+        "significant: p_adjusted < 0.05; counts: significant and above the noise.",
+    ),
     "precision_spread": (
         "Spread across precision and quantization, per decoding",
         "Population standard deviation (percentage points) across the "
@@ -114,7 +141,7 @@ TABLES: dict[str, tuple[str, str]] = {
     ),
     "provenance_runs": ("Runs that wrote the store", "The runs table: one row per command."),
 }
-HIDDEN = frozenset({"reproduced_by_keys", "closest_key", "exact"})
+HIDDEN = frozenset({"reproduced_by_keys", "closest_key", "exact", "in_interval"})
 
 
 @dataclass(frozen=True)
@@ -126,6 +153,7 @@ class Display:
     interval: bool = False  # score_pct shows ci_low_pct/ci_high_pct with it
     percent: bool = False  # every number is a percentage (two decimals): the pivot's cells
     headers: Mapping[str, str] = field(default_factory=dict)
+    sentences: str | None = None  # md/html/tex: this column as a list, not a table
 
 
 def _cols(text: str) -> tuple[str, ...]:
@@ -138,7 +166,7 @@ DISPLAY: dict[str, Display] = {
             "literature_model reported source_id location verdict_detail template decoding "
             "max_length precision backend score_pct gap_pp setting_key"
         ),
-        details=("obtainability_note",),  # only a value no k/(164 x samples) gives has one
+        details=("obtainability_note", "evidence"),  # obtainability: only a value no k gives
         fold_rows=None,
         interval=True,
         headers={
@@ -146,6 +174,26 @@ DISPLAY: dict[str, Display] = {
             "score_pct": "score_pct [interval]",
             "obtainability_note": "obtainability",
         },
+    ),
+    # md and html: the sentences; tex: a tabular of the tests, each sentence under its row
+    "findings": Display(
+        _cols(
+            "group topic values delta_pp p_adjusted adjustment family_size n_models "
+            "n_problem_pairs mdd_pp noise_pp counts"
+        ),
+        details=("sentence",),
+        interval=True,
+        sentences="sentence",
+        headers={"delta_pp": "delta_pp [interval]"},
+    ),
+    "comparisons": Display(
+        _cols(
+            "scope family group axis value baseline_value at n_models method b c delta_pp "
+            "p_value p_adjusted mdd_pp noise_pp significant counts"
+        ),
+        fold_rows=12,
+        interval=True,
+        headers={"delta_pp": "delta_pp [interval]"},
     ),
     "scores_pivot": Display(fold_rows=None, percent=True),
     "literature": Display(
@@ -258,11 +306,16 @@ def value_and_interval(name: str, column: str, row: Mapping[str, Any]) -> tuple[
     if display_of(name).percent and isinstance(value, float) and not math.isnan(value):
         return f"{value:.2f}", ""
     text = format_cell(column, value)
-    if column == "score_pct" and display_of(name).interval and text:
-        low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
+    if column in INTERVAL_OF and display_of(name).interval and text:
+        low_column, high_column = INTERVAL_OF[column]
+        low, high = row.get(low_column), row.get(high_column)
         if not is_missing(low) and not is_missing(high):
-            return text, f"[{format_cell('ci_low_pct', low)}, {format_cell('ci_high_pct', high)}]"
+            return text, f"[{format_cell(low_column, low)}, {format_cell(high_column, high)}]"
     return text, ""
+
+
+# a value and the columns of its interval (shown with it where the display has `interval`)
+INTERVAL_OF = {"score_pct": ("ci_low_pct", "ci_high_pct"), "delta_pp": ("ci_low_pp", "ci_high_pp")}
 
 
 def cell_text(name: str, column: str, row: Mapping[str, Any]) -> str:
@@ -280,6 +333,12 @@ def description(data: ReportData, name: str) -> str:
     if name == "effects":
         base = ", ".join(f"{k}={v}" for k, v in data.options["baseline"].items())
         text = f"Baseline: {base}. {text}"
+    if name in ("findings", "comparisons"):
+        o = data.options
+        text += (
+            f" Resampling: {o['n_resamples']} resamples, seed {o['seed']}; intervals at "
+            f"{o['confidence']:.0%}."
+        )
     if name in INTERVAL_TABLES:
         text += " " + interval_note(data)
     return text
@@ -295,6 +354,23 @@ def interval_note(data: ReportData) -> str:
         f"Intervals: {o['confidence']:.0%} percentile bootstrap over problems, "
         f"{o['n_resamples']} resamples, seed {o['seed']}."
     )
+
+
+def notes_after(data: ReportData) -> str | None:
+    """The section the notes follow: the findings where the report has them (right after the
+    answers), else the first."""
+    names = [t.name for t in data.tables]
+    if "findings" in names:
+        return "findings"
+    return names[0] if names else None
+
+
+def sentence_list(name: str, frame: pd.DataFrame) -> list[str] | None:
+    """The sentences of a table shown as a list (md/html/tex), None for other tables."""
+    column = display_of(name).sentences
+    if column is None:
+        return None
+    return [str(v) for v in frame[column]] if column in frame.columns else []
 
 
 def groups(frame: pd.DataFrame, by: str | None):

@@ -20,7 +20,12 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis.effects import template_kind
-from orchestrator.analysis.intervals import exact_pass1, pass1_interval, problem_counts
+from orchestrator.analysis.intervals import (
+    ProblemCounts,
+    exact_pass1,
+    pass1_interval,
+    problem_counts,
+)
 from orchestrator.analysis.literature import SettingScore
 from orchestrator.report.data import OwnTemplateLookup, ReportOptions
 from storage.literature import (
@@ -96,7 +101,13 @@ def read_frame(store: Store, table: str) -> pd.DataFrame:
 # The grid
 
 
-def _pass1(store: Store, key: str, score: Mapping[str, Any], options: ReportOptions) -> dict:
+def _pass1(
+    store: Store,
+    key: str,
+    score: Mapping[str, Any],
+    options: ReportOptions,
+    counts_out: dict[str, ProblemCounts] | None = None,
+) -> dict:
     shard = store.read_shard("executions", key) if score.get("metric") == "pass@1" else None
     if shard is None or shard.num_rows == 0:
         value = score.get("value")
@@ -104,6 +115,8 @@ def _pass1(store: Store, key: str, score: Mapping[str, Any], options: ReportOpti
         return {"exact": exact, "ci_low_pct": None, "ci_high_pct": None}
     rows = shard.select(["task_id", "passed"]).to_pydict()
     counts = problem_counts(rows["task_id"], rows["passed"])
+    if counts_out is not None:
+        counts_out[key] = counts
     interval = pass1_interval(counts, options.n_resamples, options.confidence, options.seed)
     return {
         "exact": exact_pass1(counts),
@@ -164,8 +177,15 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
     return row
 
 
-def grid_frame(store: Store, settings: pd.DataFrame, options: ReportOptions) -> pd.DataFrame:
-    """One row per complete setting with a score; column `exact` holds pass@1 as a Fraction."""
+def grid_frame(
+    store: Store,
+    settings: pd.DataFrame,
+    options: ReportOptions,
+    counts: dict[str, ProblemCounts] | None = None,
+) -> pd.DataFrame:
+    """One row per complete setting with a score; column `exact` holds pass@1 as a Fraction.
+    `counts`, when given, receives each pass@1 setting's per-problem counts (read once here,
+    for the paired tests)."""
     scores = {r["setting_key"]: r for r in read_frame(store, "scores").to_dict("records")}
     complete = settings[settings["status"] == "complete"] if len(settings) else settings
     names = sorted(set(complete["model_name"])) if len(complete) else []
@@ -176,7 +196,7 @@ def grid_frame(store: Store, settings: pd.DataFrame, options: ReportOptions) -> 
         if key not in scores:
             logger.warning("setting %s is complete but has no score: left out", key[:12])
             continue
-        measured = _pass1(store, key, scores[key], options)
+        measured = _pass1(store, key, scores[key], options, counts)
         rows.append(_grid_row(setting, scores[key], own.get(setting["model_name"]), measured))
     frame = pd.DataFrame(rows, columns=[*GRID_COLUMNS, "exact"])
     if frame.empty:

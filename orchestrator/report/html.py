@@ -2,11 +2,11 @@
 external resource.
 
 Made to be read at a glance on a laptop screen (1400 px): the answers table opens the page,
-the notes follow it, text cells wrap (numbers never do) and column names break after their
-underscores, so every table fits the width; long texts (library versions, setting notes, the
-settings that reproduce a value) sit in a detail row under their row; a table longer than
-FOLD_ROWS rows folds into <details>; an empty section says why it is empty; a pivot cell's
-interval shows on hover.
+the findings (one sentence per axis, each from its test) and the notes follow it, text cells
+wrap (numbers never do) and column names break after their underscores, so every table fits the
+width; long texts (library versions, setting notes, the settings that reproduce a value) sit in
+a detail row under their row; a table longer than FOLD_ROWS rows folds into <details>; an empty
+section says why it is empty; a pivot cell's interval shows on hover.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from orchestrator.report.display import (
     groups,
     header,
     is_missing,
+    notes_after,
+    sentence_list,
     shown_columns,
     title,
 )
@@ -50,6 +52,8 @@ tr.detail td{color:#555;font-size:11px;border-top:none;background:#fff}
 tr.detail b{font-weight:600;color:#333}img{max-width:100%;border:1px solid #eee}
 .empty{color:#666;font-style:italic}.notes{font-size:13px;color:#333;margin:.4em 0}
 details>summary{cursor:pointer;color:#245;font-size:13px;margin:4px 0}
+ul.findings{font-size:13px;max-width:80em;margin:.3em 0;padding-left:1.4em}
+ul.findings li{margin:.15em 0}
 """
 
 
@@ -120,7 +124,13 @@ def _section(data: ReportData, table: ReportTable, images: Mapping[str, bytes]) 
         f'<h2 id="{table.name}">{esc(title(table.name))}</h2>',
         f'<p class="desc">{esc(description(data, table.name))}</p>',
     ]
-    for group, frame in groups(table.frame, table.group_by):
+    sentences = sentence_list(table.name, table.frame)
+    if sentences:
+        items = "".join(f"<li>{esc(s)}</li>" for s in sentences)
+        parts.append(f'<ul class="findings">{items}</ul>')
+    elif sentences is not None:
+        parts.append(f'<p class="empty">{esc(table.empty_reason or "(none)")}</p>')
+    for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
         if group is not None:
             parts.append(f"<h3>{esc(group)}</h3>")
         parts.append(html_table(table, frame, table.group_by))
@@ -140,10 +150,11 @@ def render_html(data: ReportData, images: Mapping[str, tuple[str, str, bytes]]) 
         f'<h1>reprogrid report</h1><p class="meta">Store: <code>{esc(data.store)}</code> · '
         f"generated {esc(data.generated_at)}</p><nav>{nav}</nav>",
     ]
-    for i, table in enumerate(data.tables):
+    for table in data.tables:
         mine = {cap: png for sec, cap, png in images.values() if sec == table.name}
         parts += _section(data, table, mine)
-        if i == 0 and data.notes:  # right after the answers: what to know before quoting them
+        if table.name == notes_after(data) and data.notes:
+            # right after the answers and their findings: what to know before quoting them
             notes = "".join(f"<li>{esc(n)}</li>" for n in data.notes)
             parts.append(f'<h2 id="notes">Notes</h2><ul class="notes">{notes}</ul>')
     parts.append("</body></html>")

@@ -26,6 +26,8 @@ from orchestrator.report.display import (
     display_of,
     groups,
     header,
+    notes_after,
+    sentence_list,
     shown_columns,
     title,
 )
@@ -76,15 +78,18 @@ def _figures_of(table: str, images: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def render_markdown(data: ReportData, images: Mapping[str, str]) -> str:
     """`images`: figure name -> file name next to report.md."""
     out = [f"# reprogrid report\n\nStore: `{data.store}` · generated {data.generated_at}\n"]
-    for i, table in enumerate(data.tables):
+    for table in data.tables:
         out.append(f"\n## {title(table.name)}\n\n{description(data, table.name)}\n")
-        for group, frame in groups(table.frame, table.group_by):
+        sentences = sentence_list(table.name, table.frame)
+        if sentences is not None:
+            out += [f"- {s}" for s in sentences] or [f"_{table.empty_reason or '(none)'}_"]
+        for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
             if group is not None:
                 out.append(f"\n### {group}\n")
             out.append(_md_table(table, frame))
         for caption, file in _figures_of(table.name, images):
             out.append(f"\n![{caption}]({file})\n")
-        if i == 0 and data.notes:
+        if table.name == notes_after(data) and data.notes:
             out.append("\n## Notes\n")
             out += [f"- {note}" for note in data.notes]
     return "\n".join(out) + "\n"

@@ -29,6 +29,7 @@ from orchestrator.report.display import (
     header,
     interval_note,
     is_missing,
+    notes_after,
     shown_columns,
     title,
     value_and_interval,
@@ -85,6 +86,29 @@ TEX_TABLES: tuple[TexTable, ...] = (
         headers=ANSWER_HEADERS,
     ),
     TexTable(
+        "findings",
+        "findings",
+        "One row per axis in the study's style, from its test: each axis value against the "
+        "baseline's, over all models and over instruct models only, one vote per model, "
+        "tested over problems jointly across models (a problem-clustered bootstrap interval "
+        "and sign-flip test; exact McNemar for one model and one sample per problem), "
+        "Holm-adjusted within its family; the sentence under each row. An effect counts when "
+        "its adjusted p < 0.05 and |delta| exceeds the re-generation noise (repeat-check); "
+        "for an axis without one, the largest |delta| and the change detectable at 80% power.",
+        columns=_cols(
+            "group topic values delta_pp p_adjusted n_models n_problem_pairs mdd_pp noise_pp counts"
+        ),
+        headers={
+            "topic": "axis",
+            "delta_pp": "change (pp) [CI]",
+            "p_adjusted": "adjusted p",
+            "n_models": "models",
+            "n_problem_pairs": "problem pairs",
+            "mdd_pp": "detectable (pp)",
+            "noise_pp": "noise (pp)",
+        },
+    ),
+    TexTable(
         "scores",
         "scores_pivot",
         "pass@1 (percent) per model, template, decoding and maximum length (rows) and "
@@ -129,6 +153,27 @@ TEX_TABLES: tuple[TexTable, ...] = (
             "n_prompt_truncated": "truncated",
             "n_hit_length_limit": "length limit",
             "setting_key": "setting",
+        },
+        long=True,
+    ),
+    TexTable(
+        "comparisons",
+        "comparisons",
+        "Every paired test of the report with its family: B (value) against A (baseline), "
+        "delta = B - A in points with its interval, the raw p (exact McNemar, or sign-flip "
+        "permutation) and the p adjusted within the family (Holm for the axis effects, "
+        "Westfall-Young max-T for a model's settings against its baseline, "
+        "Benjamini-Hochberg for the exploratory ones), the change detectable at 80% power, "
+        "and whether it counts (adjusted p < 0.05 and above the re-generation noise).",
+        columns=_cols(
+            "family group axis value baseline_value at delta_pp p_value p_adjusted mdd_pp counts"
+        ),
+        headers={
+            "baseline_value": "baseline",
+            "delta_pp": "change (pp) [CI]",
+            "p_value": "p",
+            "p_adjusted": "adjusted p",
+            "mdd_pp": "detectable (pp)",
         },
         long=True,
     ),
@@ -310,8 +355,8 @@ def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) 
 
 
 def render_tex(data: ReportData, figures: Mapping[str, list[tuple[str, str]]]) -> str:
-    """report.tex: every snippet of TEX_TABLES in order, the notes after the first, each
-    figure after its table. `figures`: report table -> [(caption, PNG file name)]."""
+    """report.tex: every snippet of TEX_TABLES in order, the notes after the answers' findings,
+    each figure after its table. `figures`: report table -> [(caption, PNG file name)]."""
     packages = ",".join((*PACKAGES, *LONG_PACKAGES, "graphicx"))
     out = [
         "% reprogrid report, standalone: pdflatex report.tex (the snippets are in "
@@ -330,9 +375,10 @@ def render_tex(data: ReportData, figures: Mapping[str, list[tuple[str, str]]]) -
         + "}, generated "
         + tex_escape(data.generated_at),
     ]
-    for i, entry in enumerate(TEX_TABLES):
+    after = notes_after(data)
+    for entry in TEX_TABLES:
         out += _section(entry, data, figures.get(entry.table, []))
-        if i == 0 and data.notes:
+        if entry.table == after and data.notes:
             out.append(r"\subsection*{Notes}")
             out.append(r"\begin{itemize}")
             out += [r"\item " + tex_escape(n) for n in data.notes]

@@ -23,6 +23,7 @@ from orchestrator.run.rows import (
     score_row,
     setting_row,
 )
+from storage.errors import NotLockHolder
 from storage.integrity import CHUNK_SEPARATOR, is_shard_key, setting_key_of
 from storage.schema import SettingStatus
 from storage.store import Store
@@ -264,3 +265,16 @@ class StoreWriter:
         if generation_attempt:
             self._attempts[key] = self._known_attempts(key) + 1
         self._write(key, setting, SettingStatus.FAILED, reason=message, error_type=error_type)
+
+
+def write_repeat_check(
+    store: Store, run_id: str, rows: Sequence[Mapping[str, Any]], run_row: Mapping[str, Any]
+) -> None:
+    """Record a `repeat-check` (the caller holds the writer lock): its rows, one per checked
+    setting, as the `repeat_checks` shard of its run id, then its runs row (the commit record)."""
+    if not store.holds_writer_lock:
+        raise NotLockHolder(f"recording a repeat-check in store {store.uri} needs its writer lock")
+    if any(r["run_id"] != run_id for r in rows) or run_row["run_id"] != run_id:
+        raise ValueError(f"every repeat-check row must carry the run id {run_id}")
+    store.write_rows("repeat_checks", run_id, list(rows))
+    store.write_rows("runs", run_id, [dict(run_row)])

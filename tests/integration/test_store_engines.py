@@ -64,6 +64,14 @@ def store(tmp_path_factory) -> Path:
     ]
     done = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+    # a repeat-check of two settings (the replay backend in this process) records its shard
+    settings = pd.read_parquet(root / "store" / "settings")
+    keys = sorted(settings[settings.status == "complete"].setting_key)[:2]
+    check = [sys.executable, "-m", "orchestrator.cli", "repeat-check", "--store"]
+    check += [str(root / "store"), "-n", "2", *[a for k in keys for a in ("--setting", k[:12])]]
+    done = subprocess.run(check, env=env, cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "noise floor 0.00 points" in done.stdout
     return root / "store"
 
 

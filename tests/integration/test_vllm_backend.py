@@ -263,7 +263,10 @@ def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
         "n_flipped": 0,
         "flip_rate": 0.0,
     }
-    assert pd.read_parquet(store / "generations").shape == generations.shape  # nothing written
+    assert pd.read_parquet(store / "generations").shape == generations.shape  # not regenerated
+    checks = pd.read_parquet(store / "repeat_checks")  # recorded: the reports' noise floor
+    assert set(checks.run_id) == {report["run_id"]} and len(checks) == 2
+    assert checks.n_outcome_changed.sum() == 0 and report["noise_pp"] == {"vllm": 0.0}
 
 
 def test_infibench_free_form_answers_stop_only_at_stop_words_like_hf(

@@ -199,7 +199,10 @@ def test_the_v1_fixture_store_still_indexes_complete_and_verifies(tmp_path):
     assert len(index) == 3 and all(s.complete for s in index.values())
     report = verify_store(store)
     assert report.ok and report.problems == ()
-    assert all(s.trusted == {Trust.FULL_READ: s.files} for s in report.tables)
+    written = [s for s in report.tables if s.files]
+    assert all(s.trusted == {Trust.FULL_READ: s.files} for s in written)
+    # tables added since (repeat_checks) are simply absent from an old store
+    assert {s.table for s in report.tables if not s.files} == {"repeat_checks"}
     assert any("reading them fully" in n for n in report.notes)
     # a mixed store: one shard rewritten (sealed) next to the old ones
     key = next(iter(index))
@@ -239,6 +242,7 @@ def test_all_null_columns_keep_the_schema_types_in_every_shard(tmp_path):
         store.write_rows("generations", key, [{"setting_key": key, "task_id": "t"}])
         store.write_rows("scores", key, [{"setting_key": key}])
         store.write_rows("runs", key, [{"run_id": key}])
+        store.write_rows("repeat_checks", key, [{"run_id": key}])
     store.write_rows("executions", "a", [{"setting_key": "a"}])  # every other column null
     store.write_rows(
         "executions",
@@ -305,3 +309,26 @@ def test_files_not_named_like_shards_are_foreign_and_readers_skip_them(finished)
         build_index(store, quarantine=True)
     assert {n for t, n in quarantined(Path(store.root))} == {n for _, n in found}
     assert verify_store(store).ok
+
+
+def test_repeat_checks_are_named_by_their_run_and_checked_like_every_shard(finished):
+    """A repeat-check shard belongs to its run id, not to a setting: a damaged one is found
+    without asking to redo any setting, and rows of another run under its name are a key
+    mismatch."""
+    store, _ = finished
+    report = verify_store(store)
+    assert report.ok
+    summary = next(s for s in report.tables if s.table == "repeat_checks")
+    assert summary.files == 1 and sum(summary.trusted.values()) == 1
+    (name,) = [n for n in store.shards("repeat_checks")]
+    path = Path(store.shard_path("repeat_checks", name))
+    original = path.read_bytes()
+    path.write_bytes(flip_data_page_bit(original, "outcome_change_sum"))
+    found = verify_store(store)
+    assert [(p.table, p.setting_key) for p in found.problems] == [("repeat_checks", None)]
+    assert found.settings_to_redo == ()
+    path.write_bytes(original)
+    rows = store.read_shard("repeat_checks", name).to_pylist()
+    store.write_rows("repeat_checks", "another-run", rows)
+    [problem] = verify_store(store).problems
+    assert (problem.kind, problem.table) == (ProblemKind.KEY_MISMATCH, "repeat_checks")

@@ -129,7 +129,47 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             setting_key=keys[name],
         )
 
-    def row(line, model, verdict, detail, n, value, best, k):
+    def evidence(value, pool, strength, matched, n_values, low, high):
+        """The coincidence rate worked out by hand in the comments of the rows below; the
+        settings whose interval (the documented bootstrap) contains the value."""
+        inside = [
+            label
+            for name, label in pool
+            if interval(store, keys[name])[0] <= float(value) <= interval(store, keys[name])[1]
+        ]
+        share = (
+            f"{matched} of the {n_values} one-decimal values in the measured range "
+            f"{low}-{high} match some setting ({matched / n_values:.0%})"
+        )
+        head = f"{strength} evidence" if strength else "coincidence rate"
+        return dict(
+            coincidence_rate=matched / n_values,
+            evidence_strength=strength or None,
+            evidence=f"{head}: {share}; {len(inside)} of {len(pool)} settings' intervals "
+            f"contain {value}",
+            n_in_interval=len(inside),
+            in_interval="; ".join(inside) or None,
+        )
+
+    # The instruct model's full tests settings: 15/164 = 9.146 and 27/164 = 16.463 (twice).
+    # One-decimal candidates from 9.1 to 16.5: k = 91..165, 75 values; matched: 9.1 (rounds
+    # and floors), 16.4 (floors), 16.5 (rounds): 3, 4%, strong.
+    inst = [
+        ("bf16", "own(deepseek) greedy 2048 bf16 hf"),
+        ("int4", "own(deepseek) greedy 2048 int4 hf"),
+        ("instruct", "instruct greedy 2048 bf16 hf"),
+    ]
+    inst_ev = lambda value, strength: evidence(value, inst, strength, 3, 75, "9.15", "16.46")  # noqa: E731
+    # The base model's one setting, 2/164 = 1.2195: candidates 1.2 and 1.3, matched 1.2: 50%.
+    base_ev = evidence(
+        "1.2", [("base", "own(deepseek) greedy 2048 bf16 hf")], "weak", 1, 2, "1.22", "1.22"
+    )
+    # The docs setting, 50/164 = 30.4878: candidates 30.4, 30.5, both matched: 100%.
+    docs_ev = evidence(
+        "30.5", [("docs", "own(deepseek) greedy 2048 bf16 hf")], "weak", 2, 2, "30.49", "30.49"
+    )
+
+    def row(line, model, verdict, detail, n, value, best, k, ev=None):
         lit = {r[0]: r for r in ROWS}[line]
         gap = None if best is None else float(Fraction(k, 164) * 100 - Fraction(value))
         obtainability, note = by_hand_obtainability(value)
@@ -163,7 +203,10 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
                 "setting_key",
             )
         )
-        return base | (best or empty)
+        no_evidence = dict.fromkeys(
+            ("coincidence_rate", "evidence_strength", "evidence", "n_in_interval", "in_interval")
+        )
+        return base | (best or empty) | (ev or no_evidence)
 
     own = "own(deepseek)"
     return [
@@ -176,6 +219,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "16.4",
             setting("bf16", INST, "tests", own, 27),
             27,
+            inst_ev("16.4", "strong"),
         ),
         row(
             7,
@@ -186,6 +230,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "1.2",
             setting("base", BASE, "tests", own, 2),
             2,
+            base_ev,
         ),
         row(
             2,
@@ -196,6 +241,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "16.4",
             setting("bf16", INST, "tests", own, 27),
             27,
+            inst_ev("16.4", "strong"),
         ),
         row(
             3,
@@ -206,6 +252,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "30.5",
             setting("docs", INST, "docs", own, 50),
             50,
+            docs_ev,
         ),
         row(
             4,
@@ -216,6 +263,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "9.5",
             setting("instruct", INST, "tests", "instruct", 15),
             15,
+            inst_ev("9.5", ""),
         ),
         row(
             5,
@@ -226,6 +274,7 @@ def expected_rows(store: Store, keys: dict[str, str]) -> list[dict]:
             "48.9",
             setting("bf16", INST, "tests", own, 27),
             27,
+            inst_ev("48.9", ""),
         ),
         row(8, INST67, "only a pilot subset", "only a pilot subset", 0, "30.0", None, 0),
     ]
@@ -305,7 +354,9 @@ def test_an_unobtainable_value_says_so_in_every_format_of_the_answers(known):
     assert {r["line"]: r["obtainability_note"] for r in rows}[5] == note
     md = (out / "report.md").read_text()
     md_row = next(line for line in md.splitlines() if "| 48.9 |" in line)
-    assert md_row.rstrip(" |").endswith(note)  # the last column of its row
+    cells = [c.strip() for c in md_row.strip(" |").split(" | ")]
+    assert cells[-2] == note  # the last columns: the long texts (then the evidence)
+    assert cells[-1].startswith("coincidence rate: 3 of the 75 one-decimal values")
     html = (out / "report.html").read_text()
     answers = html[html.index('<h2 id="answers">') : html.index('<h2 id="notes">')]
     assert f"<b>obtainability</b>: {note}" in answers  # the row under the row

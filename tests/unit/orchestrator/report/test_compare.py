@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from orchestrator.analysis.agreement import flips, per_backend
+from orchestrator.analysis.noise import outcome_changes
 from orchestrator.report.compare import compare_backends, render_comparison
 from orchestrator.run.config import load_run_config
 from orchestrator.run.grid import Environment, expand_grid
@@ -42,10 +43,20 @@ def test_render_repeat_check_totals():
             {"backend": "hf", **flips(old, old)},
         ]
     )
+    outcomes = outcome_changes({("t1", 0): 1.0, ("t2", 0): 0.0}, {("t1", 0): 1.0, ("t2", 0): 1.0})
+    assert outcomes == {
+        "n_problems": 2,
+        "n_outcome_changed": 1,
+        "outcome_change_sum": 1.0,
+        "stored_score": 0.5,
+        "repeated_score": 1.0,
+    }
     text = render_repeat_check(
         {
+            "run_id": "20250102T040000-abcd",
             "n_problems": 2,
             "per_backend": totals,
+            "noise_pp": {"vllm": 50.0},
             "settings": [
                 {
                     "setting_key": "k" * 64,
@@ -55,11 +66,16 @@ def test_render_repeat_check_totals():
                     "decoding": "greedy",
                     "max_length": 512,
                     **got,
+                    "n_executed": 1,
+                    **outcomes,
                 }
             ],
         }
     )
-    assert "vllm: flip rate 50.0% (2/4 samples, 2 setting(s))" in text and "tasks: t2" in text
+    assert "vllm: flip rate 50.0% (2/4 samples, 2 setting(s)); noise floor 50.00 points" in text
+    assert "outcomes changed 1 (1 changed program(s) run)" in text and "tasks: t2" in text
+    assert "hf: flip rate 0.0% (0/2 samples, 1 setting(s)); noise floor -" in text
+    assert "recorded in the store as repeat-check 20250102T040000-abcd" in text
 
 
 # -- compare_backends on a store -------------------------------------------------------------------

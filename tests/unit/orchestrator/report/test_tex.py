@@ -139,3 +139,21 @@ def test_an_empty_table_says_why_in_its_snippet(data):
     tables = tuple(empty if t.name == "effects" else t for t in data.tables)
     text = tex.snippet(tex.tex_table("effects"), replace(data, tables=tables))
     assert r"\emph{No model has a baseline setting\_x \& a one-axis change.}" in text
+
+
+def test_the_findings_snippet_holds_each_test_with_its_sentence_and_the_notes_follow_it(data):
+    snippets = tex.snippets(data)
+    findings = data.table("findings")
+    lines = snippets["tex/findings.tex"].splitlines()
+    effect = findings[findings.topic == "int4"].iloc[0]
+    sentence = tex_escape(f"sentence: {effect.sentence}")
+    at = next(i for i, line in enumerate(lines) if sentence in line)
+    assert lines[at].startswith(r"\multicolumn{") and " & " in lines[at - 1]  # under its row
+    low, high = f"{effect.ci_low_pp:.2f}", f"{effect.ci_high_pp:.2f}"
+    assert tex_escape(f"[{low}, {high}]") in lines[at - 1].replace(r"\ensuremath{-}", "-")
+    assert "Holm" not in lines[at - 1]  # the method is in the description, not every row
+    comparisons = snippets["tex/comparisons.tex"]
+    assert comparisons.count(r"\\") >= len(data.table("comparisons"))
+    document = tex.render_tex(data, {})
+    assert document.index(r"\input{tex/findings}") < document.index("Notes")
+    assert document.index("Notes") < document.index(r"\input{tex/scores}")

@@ -1,0 +1,275 @@
+"""The paired comparison of two settings on the same problems. Pure.
+
+Sign convention: **A is the reference, B the changed setting**, and every difference is
+**B minus A**: `delta_pp` = 100 x (mean score of B - mean score of A), positive when B scores
+higher. `b` counts the problems where A does better (only A passes, for one sample), `c` those
+where B does better (only B passes), so with one sample per problem `delta_pp` = 100 (c - b) / n.
+
+Which test (see docs/statistics.md):
+
+* **One sample per problem on both sides** (greedy, or pass@1 from n = 1; outcomes given as
+  `bool`): the exact McNemar test, the two-sided binomial test of b against b + c with p = 1/2
+  (`scipy.stats.binomtest(b, b + c)`, `statsmodels...mcnemar(exact=True)`).
+* **Otherwise** (several samples per problem: the per-problem pass rate c/n; InfiBench's
+  best@10; any score in [0, 1] per problem, given as floats): a two-sided sign-flip permutation
+  test of the mean per-problem difference d_i (each problem's difference keeps or flips its
+  sign: `scipy.stats.permutation_test(..., permutation_type="samples")`), exhaustive when the
+  problems with a nonzero difference allow at most `n_resamples` sign patterns, else random with
+  the +1 correction (scipy's definition: twice the smaller one-sided p, at most 1).
+* **Both**: a percentile bootstrap interval for the mean difference, resampling problems with
+  replacement (the problem is the unit: a problem's samples are already folded into its score).
+
+Many comparisons on the same problems share one `Resamples`: the same bootstrap draws and the
+same sign flips for every comparison (what a joint bootstrap needs, e.g. Westfall-Young in
+`orchestrator.analysis.multiplicity`), drawn from `numpy.random.default_rng(seed)`, so a report
+is reproducible and `compare_paired(a, b)` equals the same comparison inside a report with the
+same seed.
+
+`mdd_pp`, the minimum detectable difference at 80% power and two-sided alpha = 0.05, is the normal
+approximation (z_{1-alpha/2} + z_{power}) x sqrt(mean(d^2) / n): mean(d^2) is the discordant
+fraction f for one sample per problem (the variance of d under "no difference"), so this is the
+2.8 x sqrt(f / n) of docs/statistics.md. With no discordant problem at all, f is taken as one
+problem in n: the smallest discordance a difference could have, so the figure stays a difference
+the test could see rather than 0.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from statistics import NormalDist
+from typing import TypeVar
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_SEED = 0
+DEFAULT_POWER = 0.80
+DEFAULT_ALPHA = 0.05
+
+
+class PairedMethod(enum.Enum):
+    EXACT_MCNEMAR = "exact McNemar"  # one sample per problem
+    SIGN_FLIP = "sign-flip permutation"  # a score in [0, 1] per problem
+
+
+class PairingError(ValueError):
+    """Two settings that cannot be paired: different problems (the message names them)."""
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """B compared with A on the same n problems; differences are B minus A."""
+
+    n: int  # problems
+    b: int  # problems where A does better (only A passes, for one sample per problem)
+    c: int  # problems where B does better (only B passes)
+    score_a_pct: float  # mean over problems, percent
+    score_b_pct: float
+    delta_pp: float  # score_b_pct - score_a_pct, percentage points
+    ci_low_pp: float  # percentile bootstrap over problems
+    ci_high_pp: float
+    p_value: float  # two-sided
+    method: PairedMethod
+    mdd_pp: float  # minimum detectable |delta| at 80% power, alpha 0.05
+    confidence: float
+    n_resamples: int
+    seed: int
+    exhaustive: bool  # the p-value is exact (McNemar, or every sign pattern enumerated)
+
+    @property
+    def discordant(self) -> int:
+        return self.b + self.c
+
+
+V = TypeVar("V")
+
+
+def align_problems(
+    a: Mapping[str, V], b: Mapping[str, V]
+) -> tuple[tuple[str, ...], list[V], list[V]]:
+    """The problems both hold, sorted, with A's and B's outcomes in that order.
+
+    Raises PairingError naming the problems only one side has: a paired test needs the same
+    problems on both sides (a pilot and a full run are not comparable)."""
+    only_a = sorted(set(a) - set(b))
+    only_b = sorted(set(b) - set(a))
+    if only_a or only_b:
+        raise PairingError(
+            f"the settings hold different problems: {len(only_a)} only in A "
+            f"({_sample(only_a)}), {len(only_b)} only in B ({_sample(only_b)})"
+        )
+    tasks = tuple(sorted(a))
+    return tasks, [a[t] for t in tasks], [b[t] for t in tasks]
+
+
+def _sample(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "") if names else "none"
+
+
+@dataclass(frozen=True)
+class Resamples:
+    """The random draws every comparison over the same n problems shares."""
+
+    counts: np.ndarray  # (R, n): how often each problem is drawn in each bootstrap resample
+    signs: np.ndarray  # (R, n): +1 or -1, each problem's sign in each sign-flip resample
+    seed: int
+
+    @property
+    def n_resamples(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def n_problems(self) -> int:
+        return int(self.counts.shape[1])
+
+
+def draw_resamples(
+    n_problems: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+) -> Resamples:
+    """Bootstrap draws (problems with replacement), then sign flips, from default_rng(seed)."""
+    if n_problems < 1:
+        raise PairingError("no problems to compare")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_problems, size=(n_resamples, n_problems))
+    rows = np.arange(n_resamples)[:, None] * n_problems
+    counts = np.bincount((idx + rows).ravel(), minlength=n_resamples * n_problems)
+    signs = 1.0 - 2.0 * rng.integers(0, 2, size=(n_resamples, n_problems), dtype=np.int8)
+    return Resamples(counts.reshape(n_resamples, n_problems).astype(float), signs, seed)
+
+
+def compare_paired(
+    a: np.ndarray | Sequence[bool] | Sequence[float],
+    b: np.ndarray | Sequence[bool] | Sequence[float],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> PairedResult:
+    """Compare B with A on aligned per-problem outcomes (same order, same problems).
+
+    `bool` outcomes on both sides (one sample per problem) get the exact McNemar test; scores in
+    [0, 1] (several samples, best@10; a bool side is then read as 0/1) the sign-flip test. Both
+    get a percentile bootstrap interval over problems."""
+    xa, xb = _vector(a), _vector(b)
+    if xa.shape != xb.shape:
+        raise PairingError(f"A holds {xa.size} problems, B {xb.size}: align them first")
+    return compare_rows([xa], [xb], draw_resamples(xa.size, n_resamples, seed), confidence)[0]
+
+
+def compare_rows(
+    a_rows: Sequence[np.ndarray],
+    b_rows: Sequence[np.ndarray],
+    resamples: Resamples,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[PairedResult]:
+    """`compare_paired` of each (a_rows[i], b_rows[i]), all with the same draws (vectorised)."""
+    if len(a_rows) != len(b_rows):
+        raise PairingError(f"{len(a_rows)} A rows but {len(b_rows)} B rows")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if not a_rows:
+        return []
+    xa = [_vector(x) for x in a_rows]
+    xb = [_vector(x) for x in b_rows]
+    n = resamples.n_problems
+    if any(x.size != n for x in (*xa, *xb)):
+        raise PairingError(f"every outcome vector must hold the resamples' {n} problems")
+    binary = [x.dtype == bool and y.dtype == bool for x, y in zip(xa, xb, strict=True)]
+    fa = np.array([x.astype(float) for x in xa])
+    d = np.array([y.astype(float) for y in xb]) - fa
+    means = d @ resamples.counts.T / n  # (M, R): the bootstrap means of each comparison
+    alpha = (1 - confidence) / 2
+    lows, highs = np.quantile(means, [alpha, 1 - alpha], axis=1)
+    null = d @ resamples.signs.T  # (M, R): the sign-flip sums of each comparison
+    out = []
+    for i, row in enumerate(d):
+        b, c = int(np.sum(row < 0)), int(np.sum(row > 0))
+        if binary[i]:
+            p, exhaustive, method = mcnemar_exact_p(b, c), True, PairedMethod.EXACT_MCNEMAR
+        else:
+            p, exhaustive = _sign_flip_p(row, null[i])
+            method = PairedMethod.SIGN_FLIP
+        out.append(
+            PairedResult(
+                n=n,
+                b=b,
+                c=c,
+                score_a_pct=100 * float(fa[i].mean()),
+                score_b_pct=100 * float(fa[i].mean() + row.mean()),
+                delta_pp=100 * float(row.mean()),
+                ci_low_pp=100 * float(lows[i]),
+                ci_high_pp=100 * float(highs[i]),
+                p_value=p,
+                method=method,
+                mdd_pp=minimum_detectable_pp(float(np.mean(row**2)), n),
+                confidence=confidence,
+                n_resamples=resamples.n_resamples,
+                seed=resamples.seed,
+                exhaustive=exhaustive,
+            )
+        )
+    return out
+
+
+def _vector(x: np.ndarray | Sequence[bool] | Sequence[float]) -> np.ndarray:
+    v = np.asarray(x)
+    if v.ndim != 1 or v.size == 0:
+        raise PairingError(f"outcomes must be a non-empty vector, got shape {v.shape}")
+    if v.dtype != bool:
+        v = v.astype(float)
+        if not np.all((v >= 0) & (v <= 1)):
+            raise PairingError("per-problem scores must lie in [0, 1]")
+    return v
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Two-sided exact McNemar p: 2 x P(X <= min(b, c)) for X ~ Binomial(b + c, 1/2), at most 1.
+
+    Computed in exact integers (so 1e-9 agreement with scipy's binomtest is by construction)."""
+    m = b + c
+    if m == 0:
+        return 1.0
+    tail = sum(math.comb(m, k) for k in range(min(b, c) + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2**m)))
+
+
+def _ties(observed: float) -> float:
+    # scipy's tolerance: sums that differ from the observed one only by rounding count as ties
+    return 100 * float(np.finfo(float).eps) * abs(observed)
+
+
+def _sign_flip_p(d: np.ndarray, null: np.ndarray) -> tuple[float, bool]:
+    """Two-sided sign-flip p of sum(d): exhaustive over the nonzero differences when they allow
+    at most as many patterns as there are resamples, else from the resampled `null` sums."""
+    nonzero = d[d != 0]
+    m = nonzero.size
+    if m == 0:
+        return 1.0, True
+    observed = float(nonzero.sum())
+    tol = _ties(observed)
+    if 2**m <= null.size:
+        patterns = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
+        sums = patterns @ nonzero
+        less, greater = np.mean(sums <= observed + tol), np.mean(sums >= observed - tol)
+        return float(min(1.0, 2 * min(less, greater))), True
+    less = (np.sum(null <= observed + tol) + 1) / (null.size + 1)
+    greater = (np.sum(null >= observed - tol) + 1) / (null.size + 1)
+    return float(min(1.0, 2 * min(less, greater))), False
+
+
+def minimum_detectable_pp(
+    second_moment: float,
+    n: int,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+) -> float:
+    """(z_{1-alpha/2} + z_{power}) x sqrt(max(E[d^2], 1/n) / n), in percentage points."""
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return 100 * z * math.sqrt(max(second_moment, 1 / n) / n)
