@@ -12,12 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from orchestrator.cli import backends, export, grid, report, tools
+from orchestrator.cli import backends, export, grid, problems, report, tools
 from orchestrator.cli.common import normalize_store_args
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
-EXTENSIONS = (grid, report, backends, tools, export)
+EXTENSIONS = (grid, report, backends, tools, export, problems)
 
 logger = logging.getLogger("reprogrid")
 

@@ -72,6 +72,7 @@ class Group:
 class ViewSummary:
     out: str
     groups: tuple[str, ...]  # group labels
+    keys: frozenset[str]  # the settings it shows
     n_settings: int
     n_problem_files: int
     first_page: tuple[str, ...]  # what opening the page loads, relative to `out`
@@ -182,5 +183,11 @@ def write_view(
     page = first_page(groups)
     size = sum((root / f).stat().st_size for f in page)
     return ViewSummary(
-        str(root), tuple(g.label for g in groups), len(index["keys"]), files, page, size
+        str(root),
+        tuple(g.label for g in groups),
+        frozenset(index["keys"]),
+        len(index["keys"]),
+        files,
+        page,
+        size,
     )
