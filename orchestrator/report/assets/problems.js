@@ -211,8 +211,9 @@
       selectCell(view.group.problems[i], view.group.settings[j].key);
     } else if (th) {
       const key = th.dataset.s;
-      if (!view.a || (view.a && view.b)) { view.a = key; view.b = null; } else if (key !== view.a) view.b = key;
-      drawHead(); drawCompareChoices(); drawCompare();
+      // The first pick is A, the second B; a third starts again with A.
+      if (!view.a) { if (key !== view.b) view.a = key; } else if (!view.b) { if (key !== view.a) view.b = key; } else { view.a = key; view.b = null; }
+      drawHead(); drawBody(); drawCompareChoices(); drawCompare();
     }
   }
 
