@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite uses, installed when missing (idempotent):
-# - Chromium: the HTML report is checked in a real headless browser;
+# - Chromium: the HTML report is checked in a real headless browser, and chromium-driver (its
+#   chromedriver, the same version) drives the problems view through Selenium;
 # - InfiBench unit-test toolchains that install quickly: Go, Boost headers for g++, and the
 #   global npm packages jsdom and TypeScript 5.6 (7.x removed --outFile, which the grader uses).
 #   R is not installed: its tests need the CRAN package `assert`, which Debian does not carry
@@ -10,6 +11,7 @@ set -uo pipefail
 
 apt_need=()
 command -v chromium >/dev/null || apt_need+=(chromium)
+command -v chromedriver >/dev/null || apt_need+=(chromium-driver)
 command -v go >/dev/null || apt_need+=(golang-go)
 [ -d /usr/include/boost ] || apt_need+=(libboost-dev)
 if [ ${#apt_need[@]} -gt 0 ]; then

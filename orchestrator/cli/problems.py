@@ -108,7 +108,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     settings = [setting_row(store, k) for k in keys]
     diff = program_diff(picked[0], picked[1]) if len(picked) == 2 else None
     if args.json:
-        shown = [s.to_json() | {"setting": _plain(r)} for s, r in zip(picked, settings, strict=True)]
+        shown = [
+            s.to_json() | {"setting": _plain(r)} for s, r in zip(picked, settings, strict=True)
+        ]
         payload: dict = {"sample": shown[0]}
         if diff is not None:
             payload.update(other=shown[1], diff=diff)

@@ -86,7 +86,7 @@ class MlflowSummary:
 
 
 def metric_name(metric: str) -> str:
-    """"pass@1" -> "pass_at_1" (MLflow names allow letters, digits, _ - . / and spaces)."""
+    """ "pass@1" -> "pass_at_1" (MLflow names allow letters, digits, _ - . / and spaces)."""
     return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", metric.replace("@", "_at_"))
 
 

@@ -51,7 +51,7 @@ def _present(value: Any) -> bool:
 
 
 def _template(row: Mapping[str, Any]) -> str:
-    """"own(deepseek)" for the model's own template, else the template's name."""
+    """ "own(deepseek)" for the model's own template, else the template's name."""
     kind = row.get("template_kind")
     kind = str(kind) if _present(kind) else template_kind(str(row["template"]), None)
     return f"own({row['template']})" if kind == "own" else str(row["template"])
@@ -125,9 +125,9 @@ def matrix(
         cells.append(codes)
         spread.append(round(disagreement(rates), _DECIMALS))
         share.append(round(float(np.mean(held)), _DECIMALS) if held else None)
-    out_settings = []
-    for column, (row, key) in enumerate(zip(rows, keys, strict=True)):
-        axes = setting_axes(row)
+    out_settings: list[dict[str, Any]] = []
+    every_axes = [setting_axes(row) for row in rows]
+    for column, (row, key, axes) in enumerate(zip(rows, keys, every_axes, strict=True)):
         done = "".join(c[column] for c in cells)
         out_settings.append(
             {
@@ -135,12 +135,10 @@ def matrix(
                 "label": setting_label(axes),
                 "axes": axes,
                 "status": row.get("status"),
-                "pass_pct": round(100 * done.count(PASSED_CODE) / len(done), 2)
-                if done
-                else None,
+                "pass_pct": round(100 * done.count(PASSED_CODE) / len(done), 2) if done else None,
             }
         )
-    varying = [a for a in SHOWN_AXES if len({str(s["axes"][a]) for s in out_settings}) > 1]
+    varying = [a for a in SHOWN_AXES if len({str(axes[a]) for axes in every_axes}) > 1]
     return {
         "settings": out_settings,
         "axes": varying,
@@ -201,7 +199,11 @@ def _pair(a: Mapping[str, Any], b: Mapping[str, Any], options: PairOptions) -> d
         if not all(isinstance(v, bool) for v in [*xa, *xb]):
             xa, xb = [float(v) for v in xa], [float(v) for v in xb]
         r = compare_paired(
-            xa, xb, confidence=options.confidence, n_resamples=options.n_resamples, seed=options.seed
+            xa,
+            xb,
+            confidence=options.confidence,
+            n_resamples=options.n_resamples,
+            seed=options.seed,
         )
     except PairingError as e:
         return {"error": str(e)}

@@ -35,7 +35,11 @@ from storage.store import Store
 logger = logging.getLogger(__name__)
 
 VIEW_DIR = "problems"  # the view's folder inside a report's output folder
-ASSETS = {"problems.html": "index.html", "problems.js": "problems.js", "problems.css": "problems.css"}
+ASSETS = {
+    "problems.html": "index.html",
+    "problems.js": "problems.js",
+    "problems.css": "problems.css",
+}
 GENERATION_COLUMNS = (
     "setting_key",
     "task_id",
@@ -168,6 +172,7 @@ def write_view(
     for group in groups:
         files += write_group(store, root, group, options)
         logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
+    keys = {str(s["setting_key"]): g.id for g in groups for s in g.settings}
     index = {
         "store": store.uri,
         "generated_at": generated_at or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -176,7 +181,7 @@ def write_view(
             {"id": g.id, "label": g.label, "model": g.model, "n_settings": len(g.settings)}
             for g in groups
         ],
-        "keys": {str(s["setting_key"]): g.id for g in groups for s in g.settings},
+        "keys": keys,
     }
     _write(root, "data/index.js", "index", index)
     _assets(root)
@@ -185,8 +190,8 @@ def write_view(
     return ViewSummary(
         str(root),
         tuple(g.label for g in groups),
-        frozenset(index["keys"]),
-        len(index["keys"]),
+        frozenset(keys),
+        len(keys),
         files,
         page,
         size,

@@ -58,7 +58,14 @@ def test_round_trip_one_run_per_setting_and_a_second_export_updates(store, track
     for key, run in by_key.items():
         params, metrics, tags = run.data.params, run.data.metrics, run.data.tags
         setting = settings[key]
-        for axis in ("template", "decoding", "max_length", "precision", "backend", "model_revision"):
+        for axis in (
+            "template",
+            "decoding",
+            "max_length",
+            "precision",
+            "backend",
+            "model_revision",
+        ):
             assert params[axis] == str(setting[axis]), axis
         assert metrics["pass_at_1"] == pytest.approx(scores[key]["value"])
         assert metrics["pass_at_1_ci_low"] <= metrics["pass_at_1"] <= metrics["pass_at_1_ci_high"]

@@ -12,6 +12,7 @@ Skipped, with the reason, when Selenium, Chromium or chromedriver is missing."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -36,7 +37,11 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+logger = logging.getLogger(__name__)
+
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None
+)
 DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or DRIVER is None,
@@ -117,7 +122,7 @@ def test_click_a_cell_compare_two_settings_sort_and_filter(browser, view):
     root, keys, out = view
     requests(browser)
     opened = open_page(browser, (out / "index.html").as_uri(), "m0")
-    print(f"problems view of 4 settings x 6 problems opened in {opened:.0f} ms")
+    logger.info(f"problems view of 4 settings x 6 problems opened in {opened:.0f} ms")
     rows = browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")
     assert [r.get_attribute("data-p") for r in rows] == [f"Python/{i}" for i in range(6)]
 
@@ -160,7 +165,10 @@ def test_click_a_cell_compare_two_settings_sort_and_filter(browser, view):
     Select(browser.find_element(By.ID, "sort")).select_by_value("disagreement")
     first = browser.find_element(By.CSS_SELECTOR, "#matrix tbody tr").get_attribute("data-p")
     assert first == "Python/2"
-    order = [r.get_attribute("data-p") for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")]
+    order = [
+        r.get_attribute("data-p")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")
+    ]
     assert order == ["Python/2", "Python/3", "Python/4", "Python/5", "Python/0", "Python/1"]
 
     # filter by outcome: only Python/4 has a timeout
@@ -220,9 +228,10 @@ def test_a_report_setting_key_opens_its_column(browser, tmp_path):
     wait_for(browser, "document.body.dataset.ready")
     focused = browser.find_element(By.CSS_SELECTOR, "th.key.focus")
     assert focused.get_attribute("data-s") == key
-    assert Select(browser.find_element(By.ID, "cmp-a")).first_selected_option.get_attribute(
-        "value"
-    ) == key
+    assert (
+        Select(browser.find_element(By.ID, "cmp-a")).first_selected_option.get_attribute("value")
+        == key
+    )
 
 
 def test_a_60_setting_model_at_1400_px(browser, tmp_path):
@@ -233,7 +242,7 @@ def test_a_60_setting_model_at_1400_px(browser, tmp_path):
     out = tmp_path / "view"
     assert main(["view", "--store", str(store), "--out", str(out), "--resamples", "200"]) == 0
     opened = open_page(browser, (out / "index.html").as_uri(), "m0")
-    print(f"problems view of 60 settings x 164 problems opened in {opened:.0f} ms")
+    logger.info(f"problems view of 60 settings x 164 problems opened in {opened:.0f} ms")
     assert len(browser.find_elements(By.CSS_SELECTOR, "th.key")) == 60
     assert len(browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")) == 164
     page = browser.execute_script("return document.documentElement.scrollWidth")

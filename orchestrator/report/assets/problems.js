@@ -258,7 +258,8 @@
     $("cmp-a").value = view.a || ""; $("cmp-b").value = view.b || "";
   }
 
-  function choose(which, key) { view[which] = key; drawHead(); drawBody(); drawCompare(); }
+  function choose(which, key) { view[which] = key; drawHead(); drawBody(); return drawCompare(); }
+  function compare(a, b) { view.a = a; drawCompareChoices(); return choose("b", b); }
 
   function pairOf(ka, kb) {
     return load(view.gid + "/pairs").then((pairs) => {
@@ -325,5 +326,6 @@
       rows.map((r) => "<tr>" + cell(a, r[0], r[1]) + cell(b, r[2], r[3]) + "</tr>").join("") + "</table></div>";
   }
 
-  window.reprogridView = {receive, state: view, select: selectCell};
+  // select(task, key) and compare(keyA, keyB) return a promise of the drawn panel.
+  window.reprogridView = {receive, state: view, select: selectCell, compare};
 })();

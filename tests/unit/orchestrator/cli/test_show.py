@@ -63,7 +63,9 @@ def test_bad_values_are_named(store, capsys, args, message):
 
 
 def test_a_missing_store_is_an_error(tmp_path, capsys):
-    code, _, err = show(capsys, "--store", str(tmp_path / "nope"), "--setting", "a", "--problem", "x")
+    code, _, err = show(
+        capsys, "--store", str(tmp_path / "nope"), "--setting", "a", "--problem", "x"
+    )
     assert code == 2 and "does not exist" in err
 
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 
 import numpy as np
 import pytest
 
 from orchestrator.analysis.paired import compare_paired
 from orchestrator.report.inspection import CellState, cell_state, problem_samples
-from orchestrator.report.problems import PairOptions, disagreement, matrix, problem_texts
+from orchestrator.report.problems import PairOptions, disagreement, matrix
 from orchestrator.report.view import _script, first_page, groups_of, write_view
 from storage.store import Store
 from tests.fixtures_store import VIEW_STATES, write_view_store
+
+logger = logging.getLogger(__name__)
 
 FIRST_PAGE_BUDGET = 2_000_000  # bytes: what opening the page may load (the issue's budget)
 
@@ -86,7 +89,11 @@ def test_pairs_are_the_evidence_modules_results(view):
     store = Store(str(root / "store"))
     executions = store.read_table("executions").to_pylist()
     passed = {
-        k: [r["passed"] for r in sorted(executions, key=lambda r: r["task_id"]) if r["setting_key"] == k]
+        k: [
+            r["passed"]
+            for r in sorted(executions, key=lambda r: r["task_id"])
+            if r["setting_key"] == k
+        ]
         for k in keys
     }
     for i, j in itertools.combinations(range(4), 2):
@@ -125,7 +132,9 @@ def test_the_summary_names_what_the_page_loads_first(view):
         "data/index.js",
         "data/m0/matrix.js",
     )
-    assert summary.first_page_bytes == sum((root / "view" / f).stat().st_size for f in summary.first_page)
+    assert summary.first_page_bytes == sum(
+        (root / "view" / f).stat().st_size for f in summary.first_page
+    )
     assert set(keys) <= summary.keys and summary.n_problem_files == 12
     html = (root / "view/index.html").read_text(encoding="utf-8")
     assert "http" not in html and "http" not in (root / "view/problems.js").read_text()
@@ -172,7 +181,7 @@ def _big_group(n_settings: int = 60, n_problems: int = 164, seed: int = 0):
 def test_the_first_page_of_an_11_model_60_setting_store_is_under_2_mb(tmp_path):
     """Deterministic: the bytes the page loads when opened (the page, its script and style,
     the index of all 660 settings, and one model's matrix), for 11 models x 60 settings x 164
-    problems. Printed so the margin is visible."""
+    problems. Logged (INFO) so the margin is visible."""
     every, first = [], None
     for seed in range(11):
         settings, states = _big_group(seed=seed)
@@ -186,16 +195,15 @@ def test_the_first_page_of_an_11_model_60_setting_store_is_under_2_mb(tmp_path):
         "store": "results",
         "generated_at": "2026-01-01 00:00 UTC",
         "report": "../report.html",
-        "groups": [{"id": g.id, "label": g.label, "model": g.model, "n_settings": 60} for g in groups],
+        "groups": [
+            {"id": g.id, "label": g.label, "model": g.model, "n_settings": 60} for g in groups
+        ],
         "keys": {s["setting_key"]: g.id for g in groups for s in g.settings},
     }
-    sizes = {
-        name: (tmp_path / "view" / name).stat().st_size
-        for name in first_page(groups)[:3]
-    }
+    sizes = {name: (tmp_path / "view" / name).stat().st_size for name in first_page(groups)[:3]}
     sizes["data/index.js"] = len(_script("index", index).encode())
     sizes["data/m0/matrix.js"] = len(first.encode())
     total = sum(sizes.values())
-    print(f"first page of 11 models x 60 settings x 164 problems: {total} bytes {sizes}")
+    logger.info(f"first page of 11 models x 60 settings x 164 problems: {total} bytes {sizes}")
     assert set(sizes) == set(first_page(groups))
     assert total < FIRST_PAGE_BUDGET
