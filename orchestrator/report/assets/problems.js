@@ -213,7 +213,7 @@
       const key = th.dataset.s;
       // The first pick is A, the second B; a third starts again with A.
       if (!view.a) { if (key !== view.b) view.a = key; } else if (!view.b) { if (key !== view.a) view.b = key; } else { view.a = key; view.b = null; }
-      drawHead(); drawBody(); drawCompareChoices(); drawCompare();
+      markAB(); drawCompareChoices(); drawCompare();
     }
   }
 
@@ -258,8 +258,15 @@
     $("cmp-a").value = view.a || ""; $("cmp-b").value = view.b || "";
   }
 
-  function choose(which, key) { view[which] = key; drawHead(); drawBody(); return drawCompare(); }
-  function compare(a, b) { view.a = a; drawCompareChoices(); return choose("b", b); }
+  // Only the marks of A and B change: redrawing the matrix would cost more than the comparison.
+  function markAB() {
+    document.querySelectorAll("#matrix thead th.key").forEach((th) => {
+      th.classList.toggle("ca", th.dataset.s === view.a);
+      th.classList.toggle("cb", th.dataset.s === view.b);
+    });
+  }
+  function choose(which, key) { view[which] = key; markAB(); return drawCompare(); }
+  function compare(a, b) { view.a = a; view.b = b; drawCompareChoices(); markAB(); return drawCompare(); }
 
   function pairOf(ka, kb) {
     return load(view.gid + "/pairs").then((pairs) => {
