@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite uses, installed when missing (idempotent):
-# - Chromium: the HTML report is checked in a real headless browser;
+# - Chromium: the HTML report is checked in a real headless browser, and chromium-driver (its
+#   chromedriver, the same version) drives the problems view through Selenium;
 # - TeX Live (pdflatex with booktabs, array, longtable, geometry, graphicx: texlive-latex-base
 #   and texlive-latex-recommended) and poppler-utils (pdftoppm, pdffonts, pdftotext): the
 #   LaTeX report is compiled and its first page rendered;
@@ -13,6 +14,7 @@ set -uo pipefail
 
 apt_need=()
 command -v chromium >/dev/null || apt_need+=(chromium)
+command -v chromedriver >/dev/null || apt_need+=(chromium-driver)
 command -v go >/dev/null || apt_need+=(golang-go)
 [ -d /usr/include/boost ] || apt_need+=(libboost-dev)
 command -v pdflatex >/dev/null || apt_need+=(texlive-latex-base)

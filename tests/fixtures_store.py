@@ -435,3 +435,92 @@ def write_grid_store(root: str, models: tuple[str, ...] = (BASE, INST)) -> dict[
                         out[write_setting(store, spec)] = spec
     _write_run(store, list(out))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A store for the problems view and `show`: every sample's state is known. Model `tiny`, four
+# greedy settings over six problems, and model `tiny-b` with two settings.
+
+VIEW_SETTINGS = (
+    Spec("tiny", "own", "greedy", 2048, "fp32", 0),
+    Spec("tiny", "instruct", "greedy", 2048, "fp32", 0),
+    Spec("tiny", "own", "greedy", 512, "fp32", 0),
+    Spec("tiny", "own", "t0.8", 2048, "fp32", 0),
+)
+# VIEW_STATES[problem][setting]: P passed, F failed, E error, T timeout, R truncated prompt,
+# L hit the length limit (and failed). Pass shares 4/4, 0/4, 2/4, 1/4, 1/4, 3/4: sorted by
+# disagreement, Python/2 comes first (half the settings solve it), then Python/3, 4 and 5.
+VIEW_STATES = ("PPPP", "FFFF", "PFPF", "PELF", "FTRP", "PPPF")
+VIEW_ERRORS = {
+    "F": ("AssertionError", "assert candidate(2) == 4"),
+    "E": ("SyntaxError", "invalid syntax (<string>, line 3)"),
+    "T": ("TimeoutError", "timed out after 10.0 s"),
+    "L": ("SyntaxError", "unexpected EOF while parsing"),
+    "R": ("AssertionError", "assert candidate(2) == 4"),
+}
+VIEW_OUTCOMES = {"P": "passed", "F": "failed", "E": "error", "T": "timeout", "L": "error"}
+
+
+def view_program(problem: int, setting: int) -> str:
+    """The program setting `setting` wrote for `problem`: the second line differs by setting."""
+    return f"def f{problem}(x):\n    y = x + {setting}\n    return y * {problem}\n"
+
+
+def view_prompt(problem: int, template: str) -> str:
+    return f"Fix bugs in f{problem} ({template}).\ndef f{problem}(x):\n    return x\n"
+
+
+def write_view_store(root: str) -> list[str]:
+    """Write the problems-view store under `root`; returns tiny's four keys in grid order (the
+    order of VIEW_SETTINGS: own greedy 512 sorts before own greedy 2048, so the list is
+    reordered: [own 512, own 2048, own t0.8, instruct])."""
+    store = Store(root)
+    keys = []
+    for s, spec in enumerate(VIEW_SETTINGS):
+        key = hashlib.sha256(f"view|{s}".encode()).hexdigest()
+        keys.append(key)
+        row = _settings_row(spec, key, len(VIEW_STATES)) | {"model_family": "tiny"}
+        store.write_rows("settings", key, [row])
+        gens, execs = [], []
+        for p, states in enumerate(VIEW_STATES):
+            state = states[s]
+            program = view_program(p, s)
+            gens.append(
+                {
+                    "setting_key": key,
+                    "task_id": f"Python/{p}",
+                    "sample_index": 0,
+                    "prompt": view_prompt(p, spec.template),
+                    "continuation": f"Here is the fix:\n```python\n{program}```\nDone.",
+                    "program": program,
+                    "n_prompt_tokens": 30,
+                    "n_output_tokens": 2048 if state == "L" else 40,
+                    "prompt_truncated": state == "R",
+                    "hit_length_limit": state == "L",
+                    "output_token_ids": [],
+                    "decode_mismatch": False,
+                    "seed": None,
+                }
+            )
+            error = VIEW_ERRORS.get(state, (None, None))
+            execs.append(
+                {
+                    "setting_key": key,
+                    "task_id": f"Python/{p}",
+                    "sample_index": 0,
+                    "outcome": VIEW_OUTCOMES.get(state, "failed"),
+                    "passed": state == "P",
+                    "score": float(state == "P"),
+                    "error_type": error[0],
+                    "error_message": error[1],
+                    "duration_s": 10.0 if state == "T" else 0.1,
+                    "details": None,
+                }
+            )
+        store.write_rows("generations", key, gens)
+        store.write_rows("executions", key, execs)
+    other = Spec("tiny-b", "own", "greedy", 2048, "bf16", 3)
+    for tag in ("a", "b"):
+        write_setting(store, other, n_problems=len(VIEW_STATES), tag=tag)
+    _write_run(store, keys)
+    return [keys[2], keys[0], keys[3], keys[1]]

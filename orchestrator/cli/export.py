@@ -1,5 +1,6 @@
 """`reprogrid export --format eee`: a store's scores, and separately the literature table, as
-Every Eval Ever records (docs/install.md, "Results in the Every Eval Ever format").
+Every Eval Ever records (docs/install.md, "Results in the Every Eval Ever format");
+`--format mlflow`: each scored setting as an MLflow run (docs/report.md, "Experiment trackers").
 
 Registered into `reprogrid` by orchestrator/cli/main.py (`register(subparsers)` and `COMMANDS`).
 """
@@ -22,20 +23,37 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "export",
-        help="write a store's scores (and the literature table) in a shared format (eee)",
-        description="Write every scored setting of a store as an Every Eval Ever record "
+        help="write a store's scores in a shared format (eee) or to a tracker (mlflow)",
+        description="eee: write every scored setting of a store as an Every Eval Ever record "
         "(<out>/scores/data/...), and the literature values as records of their own "
-        "(<out>/literature/data/...). Settings, provenance and the setting key travel in the "
-        "records' generation and source details.",
+        "(<out>/literature/data/...); settings, provenance and the setting key travel in the "
+        "records' generation and source details. mlflow: log every scored setting as an MLflow "
+        "run (axes and revision as parameters, pass@1, its interval and the counts as metrics, "
+        "the harness generations.json as an artifact) in one experiment per store; exporting "
+        "again updates the runs.",
     )
     add_store(p)
     p.add_argument(
         "--format",
         required=True,
         choices=[f.value for f in ExportFormat],
-        help="eee: Every Eval Ever (EvalEval Coalition), schema 0.3.0",
+        help="eee: Every Eval Ever (EvalEval Coalition), schema 0.3.0; mlflow: MLflow runs",
     )
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the records to")
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="eee: folder to write the records to (needed)"
+    )
+    p.add_argument(
+        "--tracking-uri",
+        default=None,
+        metavar="URI",
+        help="mlflow: the tracking server or store (default: MLflow's own, MLFLOW_TRACKING_URI)",
+    )
+    p.add_argument(
+        "--experiment",
+        default=None,
+        metavar="NAME",
+        help="mlflow: the experiment (default: 'reprogrid ' + the store's absolute path)",
+    )
     p.add_argument(
         "--literature",
         default=None,
@@ -85,13 +103,21 @@ def repo_id_from_config(model_name: str) -> str | None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from orchestrator.report.eee import EeeOptions, EvaluatorRelationship
-    from orchestrator.report.export import LiteratureSource, export_eee, parse_format
+    from orchestrator.report.export import (
+        ExportFormat,
+        LiteratureSource,
+        export_eee,
+        parse_format,
+    )
     from orchestrator.report.grid import load_mapping
     from storage.literature import load_default_literature, load_literature
     from storage.store import Store
 
-    parse_format(args.format)
+    if parse_format(args.format) is ExportFormat.MLFLOW:
+        return _export_mlflow(args)
     existing_store(args.store)
+    if args.out is None:
+        raise ValueError("export --format eee needs --out DIR (the folder for the records)")
     options = EeeOptions(
         organization=args.organization,
         relationship=EvaluatorRelationship(args.evaluator_relationship),
@@ -106,6 +132,44 @@ def cmd_export(args: argparse.Namespace) -> int:
     _out(
         f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores{left_out}, "
         f"{len(summary.literature)} literature record(s) in {summary.out}/literature"
+    )
+    return 0
+
+
+def default_experiment(store: str) -> str:
+    """One experiment per store: named after the store's absolute path (or its URI)."""
+    from pathlib import Path
+
+    return f"reprogrid {store if '://' in store else Path(store).resolve()}"
+
+
+def _export_mlflow(args: argparse.Namespace) -> int:
+    from orchestrator.report.data import ReportOptions
+    from orchestrator.report.export import problem_counts_of
+    from orchestrator.report.grid import read_frame
+    from orchestrator.report.mlflow_runs import export_mlflow, tracked_runs
+    from orchestrator.tools.harness_io import export_entries
+    from storage.index import build_index
+    from storage.store import Store
+
+    store = Store(existing_store(args.store))
+    scores = read_frame(store, "scores").to_dict("records")
+    settings = read_frame(store, "settings").to_dict("records")
+    pass1 = [s["setting_key"] for s in scores if s.get("metric") == "pass@1"]
+    runs = tracked_runs(scores, settings, problem_counts_of(store, pass1), ReportOptions())
+    index = build_index(store)
+    experiment = args.experiment or default_experiment(args.store)
+    summary = export_mlflow(
+        runs,
+        args.tracking_uri,
+        experiment,
+        lambda key: export_entries(store, key, index),
+        int(time.time() * 1000),
+    )
+    _out(
+        f"mlflow {summary.tracking_uri}: experiment {summary.experiment!r} "
+        f"(id {summary.experiment_id}): {len(summary.created)} run(s) created, "
+        f"{len(summary.updated)} updated"
     )
     return 0
 

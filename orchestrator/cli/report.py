@@ -171,6 +171,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.build import build_report
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
+    from orchestrator.report.view import VIEW_DIR
 
     formats = parse_formats(args.format)
     existing_store(args.store)
@@ -185,7 +186,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         seed=args.seed if args.seed is not None else defaults.seed,
     )
     data = build_report(args.store, options)
-    paths = write_report(data, args.out or _default_out(args.store), formats)
+    out = Path(args.out or _default_out(args.store))
+    link, view = None, None
+    if "html" in formats:  # the report's setting keys link to their column in the view
+        view = _write_problems_view(args.store, out, options)
+        shown = view.keys
+        link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
+    paths = write_report(data, out, formats, link)
     for note in data.notes:
         _out(f"note: {note}")
     answers = data.table("answers")
@@ -199,7 +206,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         _out(f"findings: {len(counted)} effect(s) count" + (f" ({effects})" if effects else ""))
     for path in paths:
         _out(str(path))
+    if view is not None:
+        _out(str(Path(view.out) / "index.html"))
     return 0
+
+
+def _write_problems_view(store: str, out: Path, options):
+    from orchestrator.report.problems import PairOptions
+    from orchestrator.report.view import VIEW_DIR, write_view
+    from storage.store import Store
+
+    pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
+    return write_view(Store(store), out / VIEW_DIR, pairing, report_link="../report.html")
 
 
 def own_template_from_config(model_name: str) -> str | None:

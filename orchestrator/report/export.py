@@ -26,6 +26,7 @@ LITERATURE_DIR = "literature"
 
 class ExportFormat(StrEnum):
     EEE = "eee"  # Every Eval Ever (EvalEval Coalition), schema 0.3.0
+    MLFLOW = "mlflow"  # one MLflow run per setting, one experiment per store (mlflow_runs.py)
 
 
 def parse_format(value: str) -> ExportFormat:
@@ -51,7 +52,7 @@ class ExportSummary:
     pilots_left_out: int = 0  # scored pilots not written (EeeOptions.pilots=False)
 
 
-def _counts(store: Store, keys: Sequence[str]) -> dict[str, ProblemCounts]:
+def problem_counts_of(store: Store, keys: Sequence[str]) -> dict[str, ProblemCounts]:
     """Samples and passes per problem of each pass@1 setting (its bootstrap interval)."""
     out = {}
     for key in keys:
@@ -115,7 +116,7 @@ def export_eee(
     settings = read_frame(store, "settings").to_dict("records")
     runs = read_frame(store, "runs").to_dict("records")
     pass1 = [s["setting_key"] for s in scores if s.get("metric") == "pass@1"]
-    records = score_logs(scores, settings, runs, _counts(store, pass1), options)
+    records = score_logs(scores, settings, runs, problem_counts_of(store, pass1), options)
     written = _write(records, root / SCORES_DIR)
     cited: tuple[str, ...] = ()
     if literature is not None:

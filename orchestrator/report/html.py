@@ -15,7 +15,7 @@ import base64
 import html
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -95,8 +95,24 @@ def _hover(hover: pd.DataFrame | None, index: Any, column: str) -> str:
     return "" if is_missing(text) or not text else f' title="{html.escape(str(text))}"'
 
 
-def html_table(table: ReportTable, frame: pd.DataFrame, group_by: str | None) -> str:
-    """One (sub-)table, folded when long; the empty reason when it has no rows."""
+SettingLink = Callable[[str], str | None]  # a setting key -> the page that shows it (or None)
+
+
+def _cell(name: str, column: str, record: Mapping[str, Any], link: SettingLink | None) -> str:
+    text = breakable(cell_text(name, column, record))
+    key = record.get(column) if column == "setting_key" else None
+    href = link(str(key)) if link is not None and isinstance(key, str) and key else None
+    return f'<a href="{html.escape(href)}">{text}</a>' if href else text
+
+
+def html_table(
+    table: ReportTable,
+    frame: pd.DataFrame,
+    group_by: str | None,
+    setting_link: SettingLink | None = None,
+) -> str:
+    """One (sub-)table, folded when long; the empty reason when it has no rows. A setting key
+    links to `setting_link(key)` (its column in the problems view) where that gives a page."""
     name = table.name
     if frame.empty:
         return f'<p class="empty">{html.escape(table.empty_reason or "(none)")}</p>'
@@ -108,7 +124,7 @@ def html_table(table: ReportTable, frame: pd.DataFrame, group_by: str | None) ->
         for c in cols:
             cls = ' class="num"' if _is_number(record.get(c)) else ""
             tip = _hover(table.hover, index, c)
-            cells.append(f"<td{cls}{tip}>{breakable(cell_text(name, c, record))}</td>")
+            cells.append(f"<td{cls}{tip}>{_cell(name, c, record, setting_link)}</td>")
         parity = ' class="odd"' if i % 2 else ""
         body.append(f"<tr{parity}>{''.join(cells)}</tr>" + _details(name, record, len(cols)))
     out = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -118,7 +134,12 @@ def html_table(table: ReportTable, frame: pd.DataFrame, group_by: str | None) ->
     return out
 
 
-def _section(data: ReportData, table: ReportTable, images: Mapping[str, bytes]) -> list[str]:
+def _section(
+    data: ReportData,
+    table: ReportTable,
+    images: Mapping[str, bytes],
+    setting_link: SettingLink | None,
+) -> list[str]:
     esc = html.escape
     parts = [
         f'<h2 id="{table.name}">{esc(title(table.name))}</h2>',
@@ -133,15 +154,20 @@ def _section(data: ReportData, table: ReportTable, images: Mapping[str, bytes]) 
     for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
         if group is not None:
             parts.append(f"<h3>{esc(group)}</h3>")
-        parts.append(html_table(table, frame, table.group_by))
+        parts.append(html_table(table, frame, table.group_by, setting_link))
     for caption, png in images.items():
         uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
         parts.append(f'<figure><img alt="{esc(caption)}" src="{uri}"></figure>')
     return parts
 
 
-def render_html(data: ReportData, images: Mapping[str, tuple[str, str, bytes]]) -> str:
-    """`images`: figure name -> (table whose section shows it, caption, PNG bytes)."""
+def render_html(
+    data: ReportData,
+    images: Mapping[str, tuple[str, str, bytes]],
+    setting_link: SettingLink | None = None,
+) -> str:
+    """`images`: figure name -> (table whose section shows it, caption, PNG bytes);
+    `setting_link`: where a setting key links to (None: keys are plain text)."""
     esc = html.escape
     nav = " ".join(f'<a href="#{t.name}">{esc(title(t.name))}</a>' for t in data.tables)
     parts = [
@@ -152,7 +178,7 @@ def render_html(data: ReportData, images: Mapping[str, tuple[str, str, bytes]]) 
     ]
     for table in data.tables:
         mine = {cap: png for sec, cap, png in images.values() if sec == table.name}
-        parts += _section(data, table, mine)
+        parts += _section(data, table, mine, setting_link)
         if table.name == notes_after(data) and data.notes:
             # right after the answers and their findings: what to know before quoting them
             notes = "".join(f"<li>{esc(n)}</li>" for n in data.notes)

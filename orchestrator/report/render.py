@@ -174,8 +174,14 @@ def figures(data: ReportData) -> dict[str, bytes]:
     return {name: png for name, make in makers.items() if (png := make()) is not None}
 
 
-def write_report(data: ReportData, out_dir: str | Path, formats: Sequence[str]) -> list[Path]:
-    """Write the requested formats (and the figures as PNG) into `out_dir`; returns the paths."""
+def write_report(
+    data: ReportData,
+    out_dir: str | Path,
+    formats: Sequence[str],
+    setting_link: Callable[[str], str | None] | None = None,
+) -> list[Path]:
+    """Write the requested formats (and the figures as PNG) into `out_dir`; returns the paths.
+    `setting_link`: where the HTML page links each setting key (the problems view)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = figures(data)
@@ -190,7 +196,7 @@ def write_report(data: ReportData, out_dir: str | Path, formats: Sequence[str]) 
         "md": lambda: [_write(out / "report.md", render_markdown(data, names))],
         "tex": lambda: write_tex(data, out, names),
         "json": lambda: [_write(out / "report.json", render_json(data))],
-        "html": lambda: [_write(out / "report.html", render_html(data, embedded))],
+        "html": lambda: [_write(out / "report.html", render_html(data, embedded, setting_link))],
         "csv": lambda: write_csvs(data, out),
     }
     for fmt in formats:

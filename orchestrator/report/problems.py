@@ -1,0 +1,245 @@
+"""The problems view's data, as plain JSON-ready values: per model (and benchmark), the settings
+in grid order, the problems in dataset order, each cell's sample states, each problem's
+disagreement, each problem's texts, and the paired comparison of every two settings.
+
+Pure: rows in, dicts out (orchestrator/report/view.py reads the store and writes the files).
+
+*Disagreement* of a problem is the population variance, over the settings that hold it, of each
+setting's pass rate on it (passing samples / samples). With one sample per problem that is
+p (1 - p) for the share p of settings that solve it: 0 when every setting agrees, largest when
+half solve it. Sorting by it puts the problems that some settings solve and others do not first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from orchestrator.analysis.effects import template_kind
+from orchestrator.analysis.paired import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    PairingError,
+    align_problems,
+    compare_paired,
+)
+from orchestrator.report.inspection import STATE_CODE, CellState, Sample, task_order
+
+# The axes a setting is shown and filtered by, in the order of the matrix's header rows.
+AXES = ("benchmark", "variant", "template", "decoding", "max_length", "precision", "backend")
+SHOWN_AXES = (*AXES, "n_samples")
+PRECISION_RANK = {"bf16": 0, "fp16": 1, "fp32": 2, "int8": 3, "int4": 4}
+_DECIMALS = 6
+PASSED_CODE = STATE_CODE[CellState.PASSED]
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    """The paired test's options (the Evidence module's defaults, as `compare` uses them)."""
+
+    n_resamples: int = DEFAULT_RESAMPLES
+    confidence: float = DEFAULT_CONFIDENCE
+    seed: int = DEFAULT_SEED
+
+
+def _present(value: Any) -> bool:
+    return value is not None and value == value  # NaN is not equal to itself
+
+
+def _template(row: Mapping[str, Any]) -> str:
+    """ "own(deepseek)" for the model's own template, else the template's name."""
+    kind = row.get("template_kind")
+    kind = str(kind) if _present(kind) else template_kind(str(row["template"]), None)
+    return f"own({row['template']})" if kind == "own" else str(row["template"])
+
+
+def setting_axes(row: Mapping[str, Any]) -> dict[str, Any]:
+    axes = {a: row.get(a) for a in SHOWN_AXES}
+    axes["template"] = _template(row)
+    axes["max_length"] = int(row["max_length"]) if _present(row.get("max_length")) else None
+    axes["n_samples"] = int(row["n_samples"]) if _present(row.get("n_samples")) else 1
+    return axes
+
+
+def _order(row: Mapping[str, Any]) -> tuple:
+    axes = setting_axes(row)
+    own = not str(axes["template"]).startswith("own(")
+    return (
+        str(axes["benchmark"]),
+        str(axes["variant"]),
+        own,
+        str(axes["template"]),
+        str(axes["decoding"]),
+        axes["max_length"] or 0,
+        PRECISION_RANK.get(str(axes["precision"]), 9),
+        str(axes["backend"]),
+        axes["n_samples"],
+        row["setting_key"],
+    )
+
+
+def ordered_settings(settings: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Settings in the grid's order: own template first, decoding, max length, precision bf16
+    -> int4, backend (the report's order), within benchmark and variant."""
+    return sorted(settings, key=_order)
+
+
+def setting_label(axes: Mapping[str, Any]) -> str:
+    parts = [axes["template"], axes["decoding"], axes["max_length"], axes["precision"]]
+    label = " ".join(str(p) for p in [*parts, axes["backend"]])
+    extra = [] if axes["n_samples"] == 1 else [f"n={axes['n_samples']}"]
+    if axes["variant"] not in (None, "tests"):
+        extra.append(str(axes["variant"]))
+    return " ".join([label, *extra])
+
+
+def pass_rates(codes: Sequence[str]) -> list[float | None]:
+    """Per setting, passing samples / samples of one problem (None: no sample)."""
+    return [c.count(PASSED_CODE) / len(c) if c else None for c in codes]
+
+
+def disagreement(rates: Sequence[float | None]) -> float:
+    """Population variance of the settings' pass rates on one problem (see the docstring)."""
+    held = np.array([r for r in rates if r is not None], dtype=float)
+    return float(held.var()) if held.size > 1 else 0.0
+
+
+def matrix(
+    settings: Sequence[Mapping[str, Any]], states: Mapping[tuple[str, str], Sequence[str]]
+) -> dict[str, Any]:
+    """`settings`: the group's settings rows; `states`: (setting key, task id) -> the codes of
+    its samples in sample order. Returns the matrix payload (settings in grid order, problems
+    in dataset order, per problem one code string per setting)."""
+    rows = ordered_settings(settings)
+    keys = [str(r["setting_key"]) for r in rows]
+    problems = sorted({t for _, t in states}, key=task_order)
+    cells, spread, share = [], [], []
+    for task in problems:
+        codes = ["".join(states.get((k, task), ())) for k in keys]
+        rates = pass_rates(codes)
+        held = [r for r in rates if r is not None]
+        cells.append(codes)
+        spread.append(round(disagreement(rates), _DECIMALS))
+        share.append(round(float(np.mean(held)), _DECIMALS) if held else None)
+    out_settings: list[dict[str, Any]] = []
+    every_axes = [setting_axes(row) for row in rows]
+    for column, (row, key, axes) in enumerate(zip(rows, keys, every_axes, strict=True)):
+        done = "".join(c[column] for c in cells)
+        out_settings.append(
+            {
+                "key": key,
+                "label": setting_label(axes),
+                "axes": axes,
+                "status": row.get("status"),
+                "pass_pct": round(100 * done.count(PASSED_CODE) / len(done), 2) if done else None,
+            }
+        )
+    varying = [a for a in SHOWN_AXES if len({str(axes[a]) for axes in every_axes}) > 1]
+    return {
+        "settings": out_settings,
+        "axes": varying,
+        "problems": problems,
+        "cells": [",".join(c) for c in cells],
+        "disagreement": spread,
+        "pass_share": share,
+    }
+
+
+def problem_texts(samples: Sequence[Sample]) -> dict[str, Any]:
+    """One problem's samples under every setting, each text stored once (a template's prompt is
+    shared by many settings): {"texts": [...], "samples": {key: [sample, ...]}}."""
+    texts: list[str] = []
+    at: dict[str, int] = {}
+
+    def ref(text: str | None) -> int | None:
+        if text is None:
+            return None
+        if text not in at:
+            at[text] = len(texts)
+            texts.append(text)
+        return at[text]
+
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        by_key.setdefault(s.setting_key, []).append(
+            {
+                "i": s.sample_index,
+                "state": s.state.value,
+                "outcome": s.outcome,
+                "prompt": ref(s.prompt),
+                "continuation": ref(s.continuation),
+                "program": ref(s.program),
+                "error_type": s.error_type,
+                "error_message": ref(s.error_message),
+                "n_prompt_tokens": s.n_prompt_tokens,
+                "n_output_tokens": s.n_output_tokens,
+            }
+        )
+    return {"texts": texts, "samples": by_key}
+
+
+def _outcomes(
+    keys: Sequence[str], passed: Mapping[tuple[str, str], Sequence[bool]]
+) -> dict[str, dict[str, Any]]:
+    """Per setting, its per-problem outcome: a bool with one sample, else the pass rate."""
+    out: dict[str, dict[str, Any]] = {k: {} for k in keys}
+    for (key, task), values in passed.items():
+        if key in out and values:
+            out[key][task] = bool(values[0]) if len(values) == 1 else sum(values) / len(values)
+    return out
+
+
+def _pair(a: Mapping[str, Any], b: Mapping[str, Any], options: PairOptions) -> dict[str, Any]:
+    try:
+        _, xa, xb = align_problems(a, b)
+        if not all(isinstance(v, bool) for v in [*xa, *xb]):
+            xa, xb = [float(v) for v in xa], [float(v) for v in xb]
+        r = compare_paired(
+            xa,
+            xb,
+            confidence=options.confidence,
+            n_resamples=options.n_resamples,
+            seed=options.seed,
+        )
+    except PairingError as e:
+        return {"error": str(e)}
+    return {
+        "n": r.n,
+        "b": r.b,
+        "c": r.c,
+        "delta_pp": round(r.delta_pp, 4),
+        "ci_low_pp": round(r.ci_low_pp, 4),
+        "ci_high_pp": round(r.ci_high_pp, 4),
+        "p_value": float(f"{r.p_value:.6g}"),
+        "method": r.method.value,
+        "mdd_pp": round(r.mdd_pp, 4),
+        "exhaustive": r.exhaustive,
+    }
+
+
+def pairs(
+    keys: Sequence[str],
+    passed: Mapping[tuple[str, str], Sequence[bool]],
+    options: PairOptions,
+) -> dict[str, Any]:
+    """The paired comparison of every two settings of a group, A the one earlier in `keys`
+    (the grid's order) and B the later: {"keys": keys, "pairs": {"i,j": result}} with i < j.
+    `passed`: (setting key, task id) -> its samples' passed flags."""
+    outcomes = _outcomes(keys, passed)
+    found = {}
+    for i, a in enumerate(keys):
+        for j in range(i + 1, len(keys)):
+            found[f"{i},{j}"] = _pair(outcomes[a], outcomes[keys[j]], options)
+    return {
+        "keys": list(keys),
+        "options": {
+            "n_resamples": options.n_resamples,
+            "confidence": options.confidence,
+            "seed": options.seed,
+        },
+        "pairs": found,
+    }

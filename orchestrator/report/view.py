@@ -1,0 +1,198 @@
+"""The problems view: a static folder a browser opens from disk (`index.html`), written by
+`reprogrid view` and by `reprogrid report` (into `<report>/problems/`, which the report's setting
+keys link to).
+
+    index.html, problems.js, problems.css     the page (orchestrator/report/assets/)
+    data/index.js                             the models, and which model holds each setting
+    data/<group>/matrix.js                    one model's settings x problems of sample states
+    data/<group>/pairs.js                     the paired comparison of every two of its settings
+    data/<group>/p/<i>.js                     problem i's prompts, continuations, programs and
+                                              errors under every setting
+
+A group is a model on one benchmark (`m0`, `m1`, ...). Data files are scripts calling
+`reprogridView.receive(id, payload)`: a page opened from file:// may load scripts from its folder
+but not fetch() files, and nothing is requested from anywhere else. Opening the page loads the
+first five files only (FIRST_PAGE); texts load per problem, the pairs per model, on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from orchestrator.report.inspection import STATE_CODE, Sample, samples_from_rows, table_rows
+from orchestrator.report.problems import PairOptions, matrix, pairs, problem_texts
+from storage.integrity import setting_key_of
+from storage.store import Store
+
+logger = logging.getLogger(__name__)
+
+VIEW_DIR = "problems"  # the view's folder inside a report's output folder
+ASSETS = {
+    "problems.html": "index.html",
+    "problems.js": "problems.js",
+    "problems.css": "problems.css",
+}
+GENERATION_COLUMNS = (
+    "setting_key",
+    "task_id",
+    "sample_index",
+    "prompt",
+    "continuation",
+    "program",
+    "n_prompt_tokens",
+    "n_output_tokens",
+    "prompt_truncated",
+    "hit_length_limit",
+)
+EXECUTION_COLUMNS = (
+    "setting_key",
+    "task_id",
+    "sample_index",
+    "outcome",
+    "passed",
+    "error_type",
+    "error_message",
+)
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str  # m0, m1, ... (a folder name)
+    model: str
+    benchmark: str
+    label: str
+    settings: tuple[dict[str, Any], ...]  # settings rows with generations
+
+
+@dataclass(frozen=True)
+class ViewSummary:
+    out: str
+    groups: tuple[str, ...]  # group labels
+    keys: frozenset[str]  # the settings it shows
+    n_settings: int
+    n_problem_files: int
+    first_page: tuple[str, ...]  # what opening the page loads, relative to `out`
+    first_page_bytes: int
+
+
+def first_page(groups: Sequence[Group]) -> tuple[str, ...]:
+    """The files a browser loads when it opens index.html (without a #setting= link): the page,
+    its script and style, the index, and the first group's matrix."""
+    first = (f"data/{groups[0].id}/matrix.js",) if groups else ()
+    return ("index.html", "problems.js", "problems.css", "data/index.js", *first)
+
+
+def groups_of(settings: Sequence[Mapping[str, Any]], generated: set[str]) -> list[Group]:
+    """The settings with generations, by model and benchmark (sorted); a model's label names
+    its benchmark only when it has several."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in settings:
+        if row["setting_key"] in generated:
+            by.setdefault((str(row["model_name"]), str(row["benchmark"])), []).append(dict(row))
+    models = [m for m, _ in by]
+    out = []
+    for n, (model, benchmark) in enumerate(sorted(by)):
+        label = model if models.count(model) == 1 else f"{model} · {benchmark}"
+        out.append(Group(f"m{n}", model, benchmark, label, tuple(by[(model, benchmark)])))
+    return out
+
+
+def _script(id_: str, payload: Any) -> str:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return f"reprogridView.receive({json.dumps(id_)},{text});\n"
+
+
+def _write(root: Path, relative: str, id_: str, payload: Any) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_script(id_, payload), encoding="utf-8")
+
+
+def _group_rows(store: Store, group: Group) -> tuple[list[Sample], list[dict[str, Any]]]:
+    keys = [str(s["setting_key"]) for s in group.settings]
+    gens = table_rows(store.read_table("generations", keys), GENERATION_COLUMNS)
+    execs = table_rows(store.read_table("executions", keys), EXECUTION_COLUMNS)
+    return samples_from_rows(gens, execs), execs
+
+
+def write_group(store: Store, root: Path, group: Group, options: PairOptions) -> int:
+    """One group's matrix, pairs and problem files; returns the number of problem files."""
+    samples, execs = _group_rows(store, group)
+    states: dict[tuple[str, str], list[str]] = {}
+    by_task: dict[str, list[Sample]] = {}
+    for s in samples:  # in setting then sample order
+        states.setdefault((s.setting_key, s.task_id), []).append(STATE_CODE[s.state])
+        by_task.setdefault(s.task_id, []).append(s)
+    grid = matrix(group.settings, states)
+    grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
+    _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
+    passed: dict[tuple[str, str], list[bool]] = {}
+    for e in sorted(execs, key=lambda r: (r["setting_key"], r["task_id"], r["sample_index"])):
+        passed.setdefault((e["setting_key"], e["task_id"]), []).append(bool(e["passed"]))
+    keys = [s["key"] for s in grid["settings"]]
+    _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs(keys, passed, options))
+    for i, task in enumerate(grid["problems"]):
+        payload = {"task_id": task, **problem_texts(by_task.get(task, []))}
+        _write(root, f"data/{group.id}/p/{i}.js", f"{group.id}/p/{i}", payload)
+    return len(grid["problems"])
+
+
+def _assets(root: Path) -> None:
+    folder = resources.files("orchestrator.report") / "assets"
+    for name, target in ASSETS.items():
+        (root / target).write_text(folder.joinpath(name).read_text(encoding="utf-8"), "utf-8")
+
+
+def write_view(
+    store: Store,
+    out: str | Path,
+    options: PairOptions | None = None,
+    report_link: str | None = None,
+    generated_at: str | None = None,
+) -> ViewSummary:
+    """Write the problems view of every generated setting of `store` into `out` (created).
+    `report_link`: the report page relative to `out`, shown in the header (None: no link)."""
+    options = options or PairOptions()
+    root = Path(out)
+    if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
+        shutil.rmtree(root / "data")
+    root.mkdir(parents=True, exist_ok=True)
+    settings = store.read_table("settings").to_pylist()
+    generated = {setting_key_of(k) for k in store.shards("generations")}
+    groups = groups_of(settings, generated)
+    files = 0
+    for group in groups:
+        files += write_group(store, root, group, options)
+        logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
+    keys = {str(s["setting_key"]): g.id for g in groups for s in g.settings}
+    index = {
+        "store": store.uri,
+        "generated_at": generated_at or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "report": report_link,
+        "groups": [
+            {"id": g.id, "label": g.label, "model": g.model, "n_settings": len(g.settings)}
+            for g in groups
+        ],
+        "keys": keys,
+    }
+    _write(root, "data/index.js", "index", index)
+    _assets(root)
+    page = first_page(groups)
+    size = sum((root / f).stat().st_size for f in page)
+    return ViewSummary(
+        str(root),
+        tuple(g.label for g in groups),
+        frozenset(keys),
+        len(keys),
+        files,
+        page,
+        size,
+    )
