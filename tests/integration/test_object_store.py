@@ -244,6 +244,8 @@ def test_corrupt_objects_are_found_quarantined_by_the_writer_and_redone(store):
             assert after[copy] == payload
     assert len([m for m in moved if m.endswith(REASON_FILE)]) == 3
     for table in TABLES:
+        if not store.shards(table):
+            continue  # a table this store never wrote (repeat_checks) has no folder
         frame = pq.read_table(store.table_dir(table), filesystem=store.fs).to_pandas()
         assert len(frame) == store.read_table(table).num_rows
     assert verify_store(store).settings_to_redo == ("k1", "k2")
