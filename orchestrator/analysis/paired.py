@@ -172,50 +172,84 @@ def compare_rows(
     """`compare_paired` of each (a_rows[i], b_rows[i]), all with the same draws (vectorised)."""
     if len(a_rows) != len(b_rows):
         raise PairingError(f"{len(a_rows)} A rows but {len(b_rows)} B rows")
+    m = len(a_rows)
+    return compare_pairs([*a_rows, *b_rows], [(i, m + i) for i in range(m)], resamples, confidence)
+
+
+PAIR_CHUNK = 256  # pairs whose (pairs x resamples) bootstrap means are held at once
+
+
+def compare_pairs(
+    rows: Sequence[np.ndarray | Sequence[bool] | Sequence[float]],
+    pairs: Sequence[tuple[int, int]],
+    resamples: Resamples,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[PairedResult]:
+    """`compare_paired(rows[i], rows[j])` for each (i, j) of `pairs`, all with the same draws.
+
+    Every resampled statistic is linear in the outcomes, so each row is projected onto the
+    draws once (rows x problems x resamples) and a pair's bootstrap means and sign-flip sums
+    are the difference of its two rows' projections: all pairs of a 60-setting grid (1,770)
+    cost little more than its 60 rows."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if not a_rows:
+    if not pairs:
         return []
-    xa = [_vector(x) for x in a_rows]
-    xb = [_vector(x) for x in b_rows]
+    vectors = [_vector(x) for x in rows]
     n = resamples.n_problems
-    if any(x.size != n for x in (*xa, *xb)):
+    if any(x.size != n for x in vectors):
         raise PairingError(f"every outcome vector must hold the resamples' {n} problems")
-    binary = [x.dtype == bool and y.dtype == bool for x, y in zip(xa, xb, strict=True)]
-    fa = np.array([x.astype(float) for x in xa])
-    d = np.array([y.astype(float) for y in xb]) - fa
-    means = d @ resamples.counts.T / n  # (M, R): the bootstrap means of each comparison
+    x = np.array([v.astype(float) for v in vectors])  # (rows, n)
+    means = x @ resamples.counts.T / n  # (rows, R): each row's bootstrap means
+    flips = x @ resamples.signs.T  # (rows, R): each row's sign-flip sums
     alpha = (1 - confidence) / 2
-    lows, highs = np.quantile(means, [alpha, 1 - alpha], axis=1)
-    null = d @ resamples.signs.T  # (M, R): the sign-flip sums of each comparison
-    out = []
-    for i, row in enumerate(d):
-        b, c = int(np.sum(row < 0)), int(np.sum(row > 0))
-        if binary[i]:
-            p, exhaustive, method = mcnemar_exact_p(b, c), True, PairedMethod.EXACT_MCNEMAR
-        else:
-            p, exhaustive = _sign_flip_p(row, null[i])
-            method = PairedMethod.SIGN_FLIP
-        out.append(
-            PairedResult(
-                n=n,
-                b=b,
-                c=c,
-                score_a_pct=100 * float(fa[i].mean()),
-                score_b_pct=100 * float(fa[i].mean() + row.mean()),
-                delta_pp=100 * float(row.mean()),
-                ci_low_pp=100 * float(lows[i]),
-                ci_high_pp=100 * float(highs[i]),
-                p_value=p,
-                method=method,
-                mdd_pp=minimum_detectable_pp(float(np.mean(row**2)), n),
-                confidence=confidence,
-                n_resamples=resamples.n_resamples,
-                seed=resamples.seed,
-                exhaustive=exhaustive,
-            )
-        )
+    out: list[PairedResult] = []
+    for at in range(0, len(pairs), PAIR_CHUNK):
+        chunk = pairs[at : at + PAIR_CHUNK]
+        ia = np.array([i for i, _ in chunk])
+        ib = np.array([j for _, j in chunk])
+        lows, highs = np.quantile(means[ib] - means[ia], [alpha, 1 - alpha], axis=1)
+        null = flips[ib] - flips[ia]
+        for k, (i, j) in enumerate(chunk):
+            binary = vectors[i].dtype == bool and vectors[j].dtype == bool
+            interval = (float(lows[k]), float(highs[k]))
+            out.append(_result(x[i], x[j] - x[i], binary, interval, null[k], resamples, confidence))
     return out
+
+
+def _result(
+    fa: np.ndarray,
+    row: np.ndarray,
+    binary: bool,
+    interval: tuple[float, float],
+    null: np.ndarray,
+    resamples: Resamples,
+    confidence: float,
+) -> PairedResult:
+    n = row.size
+    b, c = int(np.sum(row < 0)), int(np.sum(row > 0))
+    if binary:
+        p, exhaustive, method = mcnemar_exact_p(b, c), True, PairedMethod.EXACT_MCNEMAR
+    else:
+        p, exhaustive = _sign_flip_p(row, null)
+        method = PairedMethod.SIGN_FLIP
+    return PairedResult(
+        n=n,
+        b=b,
+        c=c,
+        score_a_pct=100 * float(fa.mean()),
+        score_b_pct=100 * float(fa.mean() + row.mean()),
+        delta_pp=100 * float(row.mean()),
+        ci_low_pp=100 * float(interval[0]),
+        ci_high_pp=100 * float(interval[1]),
+        p_value=p,
+        method=method,
+        mdd_pp=minimum_detectable_pp(float(np.mean(row**2)), n),
+        confidence=confidence,
+        n_resamples=resamples.n_resamples,
+        seed=resamples.seed,
+        exhaustive=exhaustive,
+    )
 
 
 def _vector(x: np.ndarray | Sequence[bool] | Sequence[float]) -> np.ndarray:

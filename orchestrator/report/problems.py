@@ -23,9 +23,11 @@ from orchestrator.analysis.paired import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    PairedResult,
     PairingError,
     align_problems,
-    compare_paired,
+    compare_pairs,
+    draw_resamples,
 )
 from orchestrator.report.inspection import STATE_CODE, CellState, Sample, task_order
 
@@ -193,20 +195,7 @@ def _outcomes(
     return out
 
 
-def _pair(a: Mapping[str, Any], b: Mapping[str, Any], options: PairOptions) -> dict[str, Any]:
-    try:
-        _, xa, xb = align_problems(a, b)
-        if not all(isinstance(v, bool) for v in [*xa, *xb]):
-            xa, xb = [float(v) for v in xa], [float(v) for v in xb]
-        r = compare_paired(
-            xa,
-            xb,
-            confidence=options.confidence,
-            n_resamples=options.n_resamples,
-            seed=options.seed,
-        )
-    except PairingError as e:
-        return {"error": str(e)}
+def _shown(r: PairedResult) -> dict[str, Any]:
     return {
         "n": r.n,
         "b": r.b,
@@ -221,6 +210,11 @@ def _pair(a: Mapping[str, Any], b: Mapping[str, Any], options: PairOptions) -> d
     }
 
 
+def _vector(outcome: Mapping[str, Any], tasks: Sequence[str], as_float: bool) -> np.ndarray:
+    values = [outcome[t] for t in tasks]
+    return np.array(values, dtype=float if as_float else bool)
+
+
 def pairs(
     keys: Sequence[str],
     passed: Mapping[tuple[str, str], Sequence[bool]],
@@ -228,12 +222,42 @@ def pairs(
 ) -> dict[str, Any]:
     """The paired comparison of every two settings of a group, A the one earlier in `keys`
     (the grid's order) and B the later: {"keys": keys, "pairs": {"i,j": result}} with i < j.
-    `passed`: (setting key, task id) -> its samples' passed flags."""
+    `passed`: (setting key, task id) -> its samples' passed flags. The numbers are
+    `compare_paired`'s; settings over the same problems share one set of draws (what
+    `compare_paired` draws for that seed), so all pairs cost about as much as the settings."""
     outcomes = _outcomes(keys, passed)
-    found = {}
-    for i, a in enumerate(keys):
+    found: dict[str, dict[str, Any]] = {}
+    by_tasks: dict[tuple[str, ...], list[int]] = {}
+    for i, key in enumerate(keys):
+        by_tasks.setdefault(tuple(sorted(outcomes[key])), []).append(i)
+    for i in range(len(keys)):
         for j in range(i + 1, len(keys)):
-            found[f"{i},{j}"] = _pair(outcomes[a], outcomes[keys[j]], options)
+            if tuple(sorted(outcomes[keys[i]])) != tuple(sorted(outcomes[keys[j]])):
+                try:
+                    align_problems(outcomes[keys[i]], outcomes[keys[j]])
+                except PairingError as e:
+                    found[f"{i},{j}"] = {"error": str(e)}
+    for tasks, members in by_tasks.items():
+        if len(members) < 2 or not tasks:
+            continue
+        resamples = draw_resamples(len(tasks), options.n_resamples, options.seed)
+        rows = {
+            i: _vector(outcomes[keys[i]], tasks, as_float=False)
+            if all(isinstance(outcomes[keys[i]][t], bool) for t in tasks)
+            else _vector(outcomes[keys[i]], tasks, as_float=True)
+            for i in members
+        }
+        index = {i: at for at, i in enumerate(members)}
+        wanted = [(i, j) for at, i in enumerate(members) for j in members[at + 1 :]]
+        results = compare_pairs(
+            [rows[i] for i in members],
+            [(index[i], index[j]) for i, j in wanted],
+            resamples,
+            options.confidence,
+        )
+        for (i, j), r in zip(wanted, results, strict=True):
+            found[f"{i},{j}"] = _shown(r)
+    found = dict(sorted(found.items(), key=lambda kv: tuple(map(int, kv[0].split(",")))))
     return {
         "keys": list(keys),
         "options": {
