@@ -1,7 +1,8 @@
 """The report's first table, `answers`: per published value of a model in the store, the
 verdict and the setting that best explains it (orchestrator.analysis.answers), with that
-setting's axes, score and interval read from the grid, and, for a value no k/(164 x samples)
-gives, a note that says so (`obtainability_note`, shown under the row).
+setting's axes, score and interval read from the grid; for a value no count k/(problems x
+samples) gives, a note that says so (`obtainability_note`, shown under the row); and for a
+value matched by its spread, how it was judged (`match_note`).
 """
 
 from __future__ import annotations
@@ -13,30 +14,36 @@ import pandas as pd
 
 from orchestrator.analysis.answers import Answer, answer
 from orchestrator.analysis.literature import LiteratureMatch
+from orchestrator.analysis.literature_spread import spread_note
 from orchestrator.report.grid import present, template_label
-from storage.literature import LiteratureMapping
+from orchestrator.report.published import Published
 
 ANSWER_COLUMNS = tuple(
-    """model_name literature_model reported source_id location obtainability
-    obtainability_note verdict verdict_detail n_reproducing setting_model setting_variant
-    template decoding max_length precision backend n_samples score_pct ci_low_pct ci_high_pct
-    gap_pp setting_key line""".split()
+    """model_name benchmark literature_model reported reported_spread source_id location
+    obtainability obtainability_note match_note verdict verdict_detail n_reproducing
+    setting_model setting_variant template decoding max_length precision backend n_samples
+    metric score_pct ci_low_pct ci_high_pct gap_pp setting_key line""".split()
 )
 AXIS_COLUMNS = ("decoding", "max_length", "precision", "backend", "n_samples")
 INTEGER_COLUMNS = ("n_reproducing", "max_length", "n_samples", "line")
 
 
-def _record(a: Answer, grid_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _record(
+    a: Answer, grid_rows: Mapping[str, Mapping[str, Any]], confidence: float
+) -> dict[str, Any]:
     m = a.match
     record: dict[str, Any] = dict.fromkeys(ANSWER_COLUMNS)
+    count = m.obtainability  # None: matched by its spread
     record.update(
         model_name=m.model_name,
+        benchmark=m.benchmark,
         literature_model=m.row.model,
         reported=m.row.score_text,
+        reported_spread=m.spread.describe() if m.spread is not None else None,
         source_id=m.row.source_id,
         location=m.row.table_or_location,
-        obtainability=m.obtainability.verdict,
-        obtainability_note=m.obtainability.note(),
+        obtainability=count.verdict if count is not None else None,
+        obtainability_note=count.note() if count is not None else None,
         verdict=str(a.verdict),
         verdict_detail=a.text,
         n_reproducing=a.n_reproducing,
@@ -50,20 +57,28 @@ def _record(a: Answer, grid_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, 
             setting_model=a.setting.model_name,
             setting_variant=a.setting.variant,
             template=template_label(row),
+            metric=row["metric"],
             score_pct=row["score_pct"],
             ci_low_pct=row["ci_low_pct"] if present(row["ci_low_pct"]) else None,
             ci_high_pct=row["ci_high_pct"] if present(row["ci_high_pct"]) else None,
             setting_key=a.setting.key,
         )
+        if m.spread is not None:
+            mine = a.setting.spread(m.spread.group_size)
+            record["match_note"] = spread_note(m.spread, mine, confidence)
     return record
 
 
-def answers_frame(matches: Sequence[LiteratureMatch], grid: pd.DataFrame) -> pd.DataFrame:
-    """One row per literature row with an answer, by model, in the literature's order."""
+def answers_frame(
+    matches: Sequence[LiteratureMatch], grid: pd.DataFrame, *, confidence: float = 0.95
+) -> pd.DataFrame:
+    """One row per literature row with an answer, by model, in the literature's order (of each
+    benchmark, by name). `confidence`: the spread rule's level, for its notes."""
     grid_rows = {r["setting_key"]: r for r in grid.to_dict("records")} if len(grid) else {}
     answers = [a for m in matches if (a := answer(m)) is not None]
-    answers.sort(key=lambda a: (a.match.model_name or "", a.match.row.line))
-    frame = pd.DataFrame([_record(a, grid_rows) for a in answers], columns=list(ANSWER_COLUMNS))
+    answers.sort(key=lambda a: (a.match.model_name or "", a.match.benchmark, a.match.row.line))
+    records = [_record(a, grid_rows, confidence) for a in answers]
+    frame = pd.DataFrame(records, columns=list(ANSWER_COLUMNS))
     return integer_columns(frame, INTEGER_COLUMNS)
 
 
@@ -76,24 +91,37 @@ def integer_columns(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame
     return frame
 
 
-def no_answers_reason(
-    grid: pd.DataFrame, matches: Sequence[LiteratureMatch], mapping: LiteratureMapping
-) -> str:
-    """Why the answers table is empty, in words a new user can act on."""
+def no_answers_reason(grid: pd.DataFrame, parts: Sequence[Published]) -> str:
+    """Why the answers table is empty, in words a new user can act on (per benchmark)."""
     if grid.empty:
         return "The store holds no complete setting with a score, so there is nothing to answer."
-    models = sorted(set(grid["model_name"]))
-    other = sorted({m.model_name or "" for m in matches if m.variant_counterpart and m.own is None})
+    if not parts:
+        return "No setting of this store carries a benchmark card, so nothing is compared."
+    if len(parts) == 1:
+        return _reason(parts[0], grid)
+    return " ".join(f"{p.card.title}: {_reason(p, grid)}" for p in parts)
+
+
+def _reason(part: Published, grid: pd.DataFrame) -> str:
+    if part.problem is not None:
+        return part.problem[0].upper() + part.problem[1:] + "."
+    mine = grid[grid["benchmark"] == part.card.benchmark]
+    models = sorted(set(mine["model_name"]))
+    other = sorted(
+        {m.model_name or "" for m in part.matches if m.variant_counterpart and m.own is None}
+    )
+    variants = ", ".join(part.rule.variants or ())
     if other:
         return (
-            f"The literature reports the {', '.join(mapping.variants)} variant; the store holds "
-            f"{', '.join(other)} only on {', '.join(sorted(set(grid['variant'])))}. The "
+            f"The literature reports the {variants} variant; the store holds "
+            f"{', '.join(other)} only on {', '.join(sorted(set(mine['variant'])))}. The "
             "unmatched literature rows list them."
         )
-    literature_models = sorted({m.row.model for m in matches})
+    literature_models = sorted({m.row.model for m in part.matches})
     return (
-        f"No literature row names a model of this store ({', '.join(models)}): the literature "
-        f"table has {len(matches)} rows for {len(literature_models)} models, and the mapping "
-        f"({mapping.source}) lists {len(mapping.models)} names. Give the model's published "
-        "values with --literature CSV and its name with --mapping YAML."
+        f"No literature row names a model of this store "
+        f"({', '.join(models)}): its literature ({part.literature}) has {len(part.matches)} "
+        f"rows for {len(literature_models)} models, and the mapping ({part.mapping.source}) "
+        f"lists {len(part.mapping.models)} names. Give the model's published values with "
+        "--literature FILE and its name with --mapping YAML."
     )
