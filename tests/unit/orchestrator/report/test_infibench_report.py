@@ -272,3 +272,24 @@ def test_infibench_records_pass_the_every_eval_ever_validator(infibench_export):
             (r.file_path.name, r.errors, r.warnings) for r in reports if not r.valid or r.warnings
         ]
         assert reports and not bad, bad[:3]
+
+
+def test_a_benchmark_the_report_never_heard_of_is_reported_by_its_card(tmp_path):
+    """The toy benchmark of the registry test: its card says pass@1 over 2 sums and that
+    nothing is published; the report says exactly that, in the card's words."""
+    from tests.unit.workers.benchmarks.toy_benchmark import CARD as TOY
+
+    store = Store(str(tmp_path / "store"))
+    key = write_setting(store, Spec("tiny", "own", "greedy", 2048, "fp32", 1), n_problems=2,
+                        benchmark_n_problems=2)  # fmt: skip
+    for table, extra in (("settings", {"benchmark_card_json": TOY.to_json()}), ("scores", {})):
+        rows = store.read_shard(table, key).to_pylist()
+        store.write_rows(table, key, [r | {"benchmark": "toy", **extra} for r in rows])
+    out = tmp_path / "out"
+    assert main(["report", "--store", store.uri, "--out", str(out), "--resamples", "10"]) == 0
+    md = text_of(out, "report.md")
+    assert "nothing published is known for Toy arithmetic" in md
+    assert "pass@1 (percent of 2 sums)" in md
+    assert "HumanEvalFix" not in md and "164" not in md
+    grid = pd.read_csv(out / "grid.csv")
+    assert grid.benchmark.tolist() == ["toy"] and grid.score_pct.tolist() == [50.0]
