@@ -1,10 +1,15 @@
-"""The literature table: benchmark scores as papers print them, loaded from CSV and validated.
+"""The literature table: benchmark scores as their sources print them, loaded and validated.
 
-One row per reported score. The score is kept as the text the paper printed (`score_text`),
-because the number of decimals it was printed with decides which k/n values could have produced
-it (orchestrator/literature.py); a float would lose "14.0" vs "14".
+One row per reported score. The score is kept as the text the source printed (`score_text`),
+because for a pass@1 the number of decimals it was printed with decides which k/n values could
+have produced it (orchestrator/analysis/obtainability.py); a float would lose "14.0" vs "14".
 
-Columns (all required; extra columns are ignored):
+Which file a benchmark's values come from, in which format, and how they are matched is the
+benchmark's card (workers/card.py). A location is `reprogrid:<file>` (shipped in storage/data/)
+or `data:<path>` (under the data folder); `read_location` resolves both. Two formats:
+
+**papers** (`load_literature`, `parse_literature`): one row per value a paper reports. Columns
+(all required; extra columns are ignored):
 
 | column | meaning |
 | --- | --- |
@@ -18,6 +23,14 @@ Columns (all required; extra columns are ignored):
 | table_or_location | where in the source the value is printed |
 | setting_notes | what the source says about the setting (decoding, prompt, ...) |
 | found_via | primary-source or review-text |
+
+`n_samples` (samples per problem behind the value, where the source states it) is optional.
+
+**leaderboard** (`parse_leaderboard`): a leaderboard table, one row per model: `model`,
+`score_pct`, `std_pct` (the std over repeated runs, percentage points), `num_responses`
+(samples per problem) required; `family`, `params` ("6.7B", "46.7B / 12.9B", "?"),
+`model_type` (Base / Finetuned), `gen_params_temp_topp` ("(0.2,0.9)" or "greedy"), `source`
+and `raw_name` optional. The publisher (source id and title) comes with the call.
 """
 
 from __future__ import annotations
@@ -47,9 +60,11 @@ COLUMNS = (
 # Optional columns: a user's CSV may leave them out (they are then blank for every row).
 OPTIONAL_COLUMNS = ("n_samples",)
 TUNINGS = ("base", "instruct")
-DEFAULT_FILE = "humanevalfix-python.csv"  # shipped in storage/data/
-DEFAULT_MAPPING_FILE = "humanevalfix-mapping.yaml"  # shipped in storage/data/
-HUMANEVALFIX_PROBLEMS = 164
+SHIPPED_PREFIX = "reprogrid:"  # a location in storage/data/
+DATA_PREFIX = "data:"  # a location under the data folder
+LEADERBOARD_COLUMNS = ("model", "score_pct", "std_pct", "num_responses")
+# A leaderboard's model type -> tuning ("" for rows such as human baselines).
+LEADERBOARD_TUNINGS = {"base": "base", "finetuned": "instruct", "instruct": "instruct"}
 
 _SCORE = re.compile(r"^\d{1,3}(\.\d+)?$")
 _SIZE = re.compile(r"^(\d+(\.\d+)?(x\d+(\.\d+)?)?)?$")
@@ -74,7 +89,7 @@ class LiteratureRow:
     model: str
     model_family: str
     size_b: str  # as printed; "" when unknown
-    tuning: str  # "base" | "instruct"
+    tuning: str  # "base" | "instruct" ("" where a leaderboard row has none, e.g. humans)
     score_text: str  # the reported percentage exactly as printed, e.g. "44.9"
     source_id: str
     source_title: str
@@ -82,6 +97,7 @@ class LiteratureRow:
     setting_notes: str
     found_via: str
     n_samples: int | None = None  # samples per problem behind the value, where the source says
+    spread_text: str = ""  # a leaderboard's std over repeated runs (percentage points), as printed
 
     @property
     def score_pct(self) -> float:
@@ -200,22 +216,136 @@ def load_literature(path: str | Path) -> list[LiteratureRow]:
     return parse_literature(text, str(path))
 
 
-def load_default_literature() -> list[LiteratureRow]:
-    """The HumanEvalFix-Python values shipped with reprogrid (storage/data/)."""
-    resource = resources.files("storage").joinpath("data", DEFAULT_FILE)
-    return parse_literature(resource.read_text(encoding="utf-8"), f"reprogrid:{DEFAULT_FILE}")
+FORMATS = ("papers", "leaderboard")  # workers/card.py LiteratureFormat's values
+
+
+def parse_literature_as(
+    text: str, source: str, form: str, source_id: str = "", title: str = ""
+) -> list[LiteratureRow]:
+    """Parse literature text in one of FORMATS (a leaderboard's rows cite `source_id`)."""
+    if form == "papers":
+        return parse_literature(text, source)
+    if form == "leaderboard":
+        return parse_leaderboard(text, source, source_id, title)
+    raise LiteratureError(
+        source, None, None, form, f"unknown literature format; formats: {', '.join(FORMATS)}"
+    )
+
+
+class LocationError(LiteratureError):
+    """A literature or mapping location that cannot be read (names the location)."""
+
+    def __init__(self, location: str, problem: str):
+        super().__init__(location, None, None, None, problem)
+
+
+def read_location(location: str, data_dir: str | None) -> tuple[str, str]:
+    """The text of a `reprogrid:<file>` (shipped) or `data:<path>` (under `data_dir`) location,
+    or of a plain path, and the name to cite it by. Raises LocationError."""
+    if location.startswith(SHIPPED_PREFIX):
+        name = location.removeprefix(SHIPPED_PREFIX)
+        resource = resources.files("storage").joinpath("data", name)
+        if not resource.is_file():
+            raise LocationError(location, "no such file shipped with reprogrid (storage/data/)")
+        return resource.read_text(encoding="utf-8"), location
+    if location.startswith(DATA_PREFIX):
+        if not data_dir:
+            raise LocationError(
+                location,
+                "needs the data folder: set REPROGRID_DATA_DIR or paths.data_dir, or give the "
+                "file with --literature",
+            )
+        path = Path(data_dir) / location.removeprefix(DATA_PREFIX)
+    else:
+        path = Path(location)
+    try:
+        return path.read_text(encoding="utf-8-sig"), str(path)
+    except FileNotFoundError:
+        raise LocationError(str(path), "file not found") from None
+    except UnicodeDecodeError as e:
+        raise LocationError(str(path), f"not UTF-8 ({e})") from e
+
+
+def _size(params: str) -> str:
+    """A leaderboard's parameter count as billions: "6.7B" -> "6.7", "46.7B / 12.9B" (total /
+    active) -> "46.7", "?" or "" -> ""."""
+    match = re.match(r"^\s*(\d+(\.\d+)?)\s*B", params)
+    return match.group(1) if match else ""
+
+
+def _leaderboard_row(
+    values: dict[str, str], source: str, line: int, source_id: str, title: str
+) -> LiteratureRow:
+    for column in ("score_pct", "std_pct"):
+        if not _SCORE.match(values[column]) or Decimal(values[column]) > 100:
+            raise LiteratureError(
+                source, line, column, values[column], "must be a percentage, e.g. 53.25"
+            )
+    responses = values["num_responses"]
+    if not (responses.isdigit() and int(responses) >= 1):
+        raise LiteratureError(
+            source, line, "num_responses", responses, "must be a positive integer"
+        )
+    sampling = values.get("gen_params_temp_topp", "")
+    notes = [
+        f"sampling {sampling} (temperature, top_p)" if sampling.startswith("(") else sampling,
+        f"{responses} responses per question",
+        f"leaderboard group {values['source']}" if values.get("source") else "",
+    ]
+    return LiteratureRow(
+        line=line,
+        model=values["model"],
+        model_family=values.get("family", ""),
+        size_b=_size(values.get("params", "")),
+        tuning=LEADERBOARD_TUNINGS.get(values.get("model_type", "").lower(), ""),
+        score_text=values["score_pct"],
+        source_id=source_id,
+        source_title=title,
+        table_or_location=f"leaderboard row {values.get('raw_name') or values['model']}",
+        setting_notes="; ".join(n for n in notes if n),
+        found_via="leaderboard",
+        n_samples=int(responses),
+        spread_text=values["std_pct"],
+    )
+
+
+def parse_leaderboard(text: str, source: str, source_id: str, title: str) -> list[LiteratureRow]:
+    """Parse and validate a leaderboard CSV (the module docstring's columns); each row cites
+    `source_id` and `title`. Raises LiteratureError at the first bad value."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in LEADERBOARD_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise LiteratureError(
+            source,
+            1,
+            None,
+            None,
+            f"header lacks column(s) {', '.join(missing)}; a leaderboard has "
+            f"{', '.join(LEADERBOARD_COLUMNS)}",
+        )
+    rows = []
+    for record in reader:
+        values = {k: (v or "").strip() for k, v in record.items() if k is not None}
+        if not values["model"]:
+            continue
+        rows.append(_leaderboard_row(values, source, reader.line_num, source_id, title))
+    if not rows:
+        raise LiteratureError(source, None, None, None, "no leaderboard rows")
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
-# The name mapping (storage/data/humanevalfix-mapping.yaml, or a user's file)
+# The name mapping (a benchmark card's `mapping`, e.g. storage/data/humanevalfix-mapping.yaml,
+# or a user's file)
 
 
 @dataclass(frozen=True)
 class LiteratureMapping:
     models: dict[str, str]  # literature model name (as printed) -> configured model name
-    benchmark: str = "humanevalfix"  # store settings of this benchmark are compared
-    variants: tuple[str, ...] = ("tests",)  # ... and of these variants
-    n_problems: int = HUMANEVALFIX_PROBLEMS  # problems of the benchmark (obtainability: k/n)
+    benchmark: str | None = None  # the benchmark whose literature it maps (None: not said)
+    # Overrides of the card's reported variants and problem count (None: the card's).
+    variants: tuple[str, ...] | None = None
+    n_problems: int | None = None
     source: str = ""  # the file's name
 
 
@@ -229,17 +359,10 @@ def load_literature_mapping(path: str | Path) -> LiteratureMapping:
     return parse_literature_mapping(text, path.name)
 
 
-def load_default_mapping() -> LiteratureMapping:
-    """The shipped mapping (storage/data/humanevalfix-mapping.yaml)."""
-    resource = resources.files("storage").joinpath("data", DEFAULT_MAPPING_FILE)
-    return parse_literature_mapping(
-        resource.read_text(encoding="utf-8"), f"reprogrid:{DEFAULT_MAPPING_FILE}"
-    )
-
-
 def parse_literature_mapping(text: str, source: str) -> LiteratureMapping:
-    """Check a mapping YAML: `models` maps names to model names; `benchmark`, `variants` and
-    `n_problems` are optional. Raises LiteratureError."""
+    """Check a mapping YAML: `models` maps names to model names; `benchmark` (whose
+    literature it maps), `variants` and `n_problems` (overriding the benchmark card's) are
+    optional. Raises LiteratureError."""
     path = source
     try:
         data = yaml.safe_load(text) or {}
@@ -250,16 +373,18 @@ def parse_literature_mapping(text: str, source: str) -> LiteratureMapping:
         raise LiteratureError(
             str(path), None, "models", None, "must map literature names to model names"
         )
+    n_problems = data.get("n_problems")
     try:
-        n_problems = int(data.get("n_problems", HUMANEVALFIX_PROBLEMS))
+        n_problems = int(n_problems) if n_problems is not None else None
     except (TypeError, ValueError):
         raise LiteratureError(
             str(path), None, "n_problems", str(data.get("n_problems")), "must be an integer"
         ) from None
+    variants = data.get("variants")
     return LiteratureMapping(
         models={str(k): v for k, v in models.items()},
-        benchmark=str(data.get("benchmark", "humanevalfix")),
-        variants=tuple(str(v) for v in data.get("variants", ["tests"])),
+        benchmark=str(data["benchmark"]) if data.get("benchmark") is not None else None,
+        variants=tuple(str(v) for v in variants) if variants is not None else None,
         n_problems=n_problems,
         source=source,
     )

@@ -10,9 +10,10 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-# 2: a setting's run-time facts; 3: the problem selection; 4: an import's claimed backend
-# (the columns added are marked "2", "3", "4")
-SCHEMA_VERSION = "4"
+# 2: a setting's run-time facts; 3: the problem selection; 4: an import's claimed backend;
+# 5: the benchmark card of a setting and the exact counts behind a score (the columns added are
+# marked "2" to "5")
+SCHEMA_VERSION = "5"
 
 
 class SettingStatus(StrEnum):
@@ -89,6 +90,10 @@ SETTINGS = pa.schema(
         ("template", _str),
         _added("template_kind", _str, "2"),
         _added("model_own_template", _str, "2"),
+        # The benchmark's card (workers/card.py, canonical JSON): its dataset, headline metric
+        # and scale, literature, and how a reported value is matched; what the report reads
+        # instead of knowing any benchmark by name.
+        _added("benchmark_card_json", _str, "5"),
         ("decoding", _str),
         ("do_sample", pa.bool_()),
         ("temperature", pa.float64()),
@@ -168,10 +173,23 @@ SCORES = pa.schema(
         ("benchmark", _str),
         ("metric", _str),  # "pass@1" (HumanEvalFix) or "best@10" (InfiBench)
         ("value", pa.float64()),  # the headline metric, a fraction in [0, 1]
-        ("value_std", pa.float64()),
+        ("value_std", pa.float64()),  # its std over sample groups (best@k), else null
         ("n_problems", pa.int32()),
         ("n_samples", pa.int32()),
         ("n_passed", pa.int32()),  # samples that passed
+        # The exact counts behind the score (workers/scoring.py), so that no reader
+        # reconstructs a fraction: samples scored, pass@1 as numerator / denominator (with m
+        # samples per problem: n_passed / (problems x m)), and per problem (sorted task ids)
+        # its samples, passing samples and part of the headline (pass@1: c/n; best@k: the mean
+        # of its group bests). Null in rows written before version 5 (the report derives them
+        # from the executions: orchestrator/report/scored.py).
+        _added("n_scored", pa.int32(), "5"),
+        _added("pass_at_1_numerator", pa.int64(), "5"),
+        _added("pass_at_1_denominator", pa.int64(), "5"),
+        _added("problem_ids", pa.list_(_str), "5"),
+        _added("problem_n_samples", pa.list_(pa.int32()), "5"),
+        _added("problem_n_passed", pa.list_(pa.int32()), "5"),
+        _added("problem_scores", pa.list_(pa.float64()), "5"),
         ("pass_at_1", pa.float64()),
         ("pass_at_10", pa.float64()),  # null unless every problem has n >= 10
         ("pass_at_100", pa.float64()),

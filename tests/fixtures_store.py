@@ -6,6 +6,11 @@ literature join has something to find: the base model's baseline scores 2/164 (r
 reported 1.2), the instruct model's baseline 27/164 (floors to 16.4, a value reported for the
 *base* model: tuning confusion), its instruct-template setting 15/164 (9.1).
 
+`write_setting` writes a setting as a current reprogrid does (run-time facts, the benchmark card,
+the exact counts behind its score); `write_synthetic_store` writes rows as reprogrid did before
+those were stored (the report derives them: template kinds from config, cards from the registry,
+counts from the executions).
+
 `write_canonical_store`: one setting of model `tiny` on the first few real HumanEvalFix problems
 whose programs are the canonical fixes (or the buggy code for some), for the export/import round
 trip through the real sandbox.
@@ -22,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from storage.store import Store
+from workers.benchmarks.humanevalfix.definition import CARD
+from workers.scoring import setting_counts
 
 N_PROBLEMS = 164
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -186,7 +193,10 @@ def _passes(spec: Spec, key: str, n_problems: int) -> np.ndarray:
     return flat.reshape(n_problems, spec.n_samples)
 
 
-def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> None:
+def _write_results(
+    store: Store, spec: Spec, key: str, passed: np.ndarray, current: bool = False
+) -> None:
+    """Generations, executions and the score; `current`: the score row with its counts."""
     n_problems, n_samples = passed.shape
     gens, execs = [], []
     for i in range(n_problems):
@@ -226,7 +236,11 @@ def _write_results(store: Store, spec: Spec, key: str, passed: np.ndarray) -> No
             )
     store.write_rows("generations", key, gens)
     store.write_rows("executions", key, execs)
-    store.write_rows("scores", key, [_score_row(spec, key, passed)])
+    score = _score_row(spec, key, passed)
+    if current:
+        task_ids = [e["task_id"] for e in execs]
+        score.update(setting_counts(task_ids, [e["passed"] for e in execs]).columns())
+    store.write_rows("scores", key, [score])
 
 
 def _score_row(spec: Spec, key: str, passed: np.ndarray) -> dict[str, Any]:
@@ -385,9 +399,10 @@ def write_setting(
         benchmark_n_problems=benchmark_n_problems,
         template_kind=spec.template,
         model_own_template=MODELS.get(spec.model, {}).get("own", "yi"),
+        benchmark_card_json=CARD.to_json(),
     )
     store.write_rows("settings", key, [row])
-    _write_results(store, spec, key, _passes(spec, key, n_problems))
+    _write_results(store, spec, key, _passes(spec, key, n_problems), current=True)
     return key
 
 

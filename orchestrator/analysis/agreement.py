@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.keys import canonical_json
+from workers.scoring import pass_at_1_of
 
 BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant", "replay_sha256")
 BACKEND_ORDER = ("hf", "vllm")  # the first of a pair is the reference (the harness's backend)
@@ -84,16 +85,6 @@ def pair_settings(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], int]:
 SampleKey = tuple[str, int]
 
 
-def pass_at_1(passed: Mapping[SampleKey, bool]) -> float | None:
-    """Mean over problems of the fraction of its samples that passed (pass@1's estimator)."""
-    by_task: dict[str, list[bool]] = defaultdict(list)
-    for (task, _), ok in passed.items():
-        by_task[task].append(bool(ok))
-    if not by_task:
-        return None
-    return sum(sum(v) / len(v) for v in by_task.values()) / len(by_task)
-
-
 def agreement(
     programs_a: Mapping[SampleKey, str],
     passed_a: Mapping[SampleKey, bool],
@@ -114,8 +105,8 @@ def agreement(
         }
     same_program = [k for k in common if programs_a[k] == programs_b[k]]
     same_outcome = [k for k in common if bool(passed_a[k]) == bool(passed_b[k])]
-    pa = pass_at_1({k: passed_a[k] for k in common})
-    pb = pass_at_1({k: passed_b[k] for k in common})
+    pa = pass_at_1_of({k: passed_a[k] for k in common})
+    pb = pass_at_1_of({k: passed_b[k] for k in common})
     differing = sorted({k[0] for k in common if programs_a[k] != programs_b[k]})
     return {
         "n_samples": len(common),

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from orchestrator.analysis.literature import decimals_of
+from orchestrator.analysis.obtainability import decimals_of
 
 STRONG_AT = 0.20
 WEAK_AT = 0.50

@@ -1,8 +1,9 @@
-"""Unbiased pass@1 per problem and bootstrap confidence intervals over problems. Pure.
+"""Bootstrap confidence intervals over problems. Pure.
 
 The interval is a percentile bootstrap over problems: draw the benchmark's problems with
 replacement `n_resamples` times (default 10,000) from a NumPy `default_rng(seed)` (default seed
-0, so a report is reproducible), take the mean per-problem pass@1 of each draw, and report the
+0, so a report is reproducible), take the mean per-problem score of each draw (pass@1: c/n;
+best@k: the mean of the problem's group bests; workers/scoring.py), and report the
 (1 - confidence)/2 and (1 + confidence)/2 quantiles (default 95%). Samples of a problem stay
 together: the problem is the unit of resampling. A greedy setting (one sample) gets an interval
 too: it measures how much the score depends on which problems the benchmark happens to hold.
@@ -12,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
-from orchestrator.analysis.metrics import estimate_pass_at_k
+from workers.scoring import ProblemCounts, per_problem_pass1
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
@@ -31,39 +31,6 @@ class Interval:
     high: float
     n_resamples: int
     confidence: float
-
-
-@dataclass(frozen=True)
-class ProblemCounts:
-    """Samples and passing samples per problem, in problem order."""
-
-    task_ids: tuple[str, ...]
-    n: tuple[int, ...]
-    c: tuple[int, ...]
-
-
-def problem_counts(task_ids: Sequence[str], passed: Sequence[bool]) -> ProblemCounts:
-    """Count samples and passes per problem from execution rows (one row per sample)."""
-    n: dict[str, int] = {}
-    c: dict[str, int] = {}
-    for task, ok in zip(task_ids, passed, strict=True):
-        n[task] = n.get(task, 0) + 1
-        c[task] = c.get(task, 0) + int(bool(ok))
-    tasks = tuple(sorted(n))
-    return ProblemCounts(tasks, tuple(n[t] for t in tasks), tuple(c[t] for t in tasks))
-
-
-def per_problem_pass1(counts: ProblemCounts) -> np.ndarray:
-    """The unbiased pass@1 of each problem: 1 - C(n-c, 1)/C(n, 1) = c/n."""
-    return estimate_pass_at_k(counts.n, counts.c, 1)
-
-
-def exact_pass1(counts: ProblemCounts) -> Fraction:
-    """Mean unbiased pass@1 over problems as an exact fraction (k/164 for one greedy sample)."""
-    if not counts.n:
-        raise ValueError("no problems")
-    total = sum((Fraction(c, n) for n, c in zip(counts.n, counts.c, strict=True)), Fraction(0))
-    return total / len(counts.n)
 
 
 def bootstrap_interval(

@@ -1,16 +1,25 @@
 """Matching reported scores with measured settings, as the reproducibility study does. Pure.
 
-The rules (Szalontai et al. 2025, Sections 2.2 and 3.2), all in exact rational arithmetic:
+A benchmark's card (workers/card.py) says which rule its reported values follow (`JoinRule`):
+the exact count rule below for a pass@1 (a count k/n), or the spread rule of
+orchestrator/analysis/literature_spread.py for a fractional score (best@k of graded answers:
+reproduced within the spread of repeated runs, near inside the setting's interval, no
+obtainability). Pilots, tuning and variant confusion work the same under both.
+
+The exact count rule (Szalontai et al. 2025, Sections 2.2 and 3.2), in exact rational
+arithmetic:
 
 * A reported value `v` printed with `d` decimals is the result of **rounding** a score `x` (in
   percent) when `|x - v| <= 0.5 * 10^-d` (a tie counts for either rounding direction), and of
-  **flooring** (truncating) it when `v <= x < v + 10^-d`.
+  **flooring** (truncating) it when `v <= x < v + 10^-d` (orchestrator/analysis/
+  obtainability.py).
 * **Obtainable**: with `n` problems and `m` samples per problem a pass@1 is `k/(n*m)`; `v` is
-  obtainable when some `k` in `0..n*m` gives `v` by rounding or flooring. With one sample 44.9
-  is not (73/164 = 44.51, 74/164 = 45.12); 45.12 is 74/164. `m` is the paper's, when its source
-  states it (the literature table's `n_samples`: OctoPack's 8.7 from n=20 is 285/3280); when it
-  is unknown, one sample is assumed and said ("not obtainable with one sample per problem"),
-  never plain "unobtainable", which would accuse the authors of a mistake.
+  obtainable when some `k` in `0..n*m` gives `v` by rounding or flooring. With one sample of
+  164 problems 44.9 is not (73/164 = 44.51, 74/164 = 45.12); 45.12 is 74/164. `m` is the
+  paper's, when its source states it (the literature table's `n_samples`: OctoPack's 8.7 from
+  n=20 is 285/3280); when it is unknown, one sample is assumed and said ("not obtainable with
+  one sample per problem"), never plain "unobtainable", which would accuse the authors of a
+  mistake.
 * **Pilots**: a setting that scored fewer problems than the benchmark holds (a limit, a subset
   file, a partial import) is a pilot. It is listed, never a reproduction, near or closest.
 * **Reproduced**: a setting reproduces `v` when its pass@1 gives `v` by rounding or flooring.
@@ -20,25 +29,31 @@ The rules (Szalontai et al. 2025, Sections 2.2 and 3.2), all in exact rational a
 * **Tuning confusion**: a value reported for a base model that no setting of the base model
   reproduces but a setting of its instruct counterpart (same family and size) does, or the
   reverse. Flagged only when the store holds settings of both models.
-* **Variant confusion**: the same for the benchmark variant. The literature reports one variant
-  (the mapping's `variants`, HumanEvalFixTests); a value that no setting of that variant
-  reproduces but a setting of the same model on another variant (`docs`) does is flagged.
-  Settings of the other variant are joined as that counterpart, never as the model's own.
+* **Variant confusion**: the same for the benchmark variant. The literature reports some
+  variants (the card's `reported_variants`, e.g. HumanEvalFixTests); a value that no setting of
+  that variant reproduces but a setting of the same model on another variant (`docs`) does is
+  flagged. Settings of the other variant are joined as that counterpart, never as the model's
+  own.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
 from typing import Literal
 
-from storage.literature import HUMANEVALFIX_PROBLEMS, LiteratureRow
+from orchestrator.analysis.literature_spread import (
+    ReportedSpread,
+    reported_spread,
+    tolerance_pp,
+)
+from orchestrator.analysis.obtainability import Obtainability, match_rule, obtainability, value_of
+from storage.literature import LiteratureRow
+from workers.card import MatchRule
 
-Rule = Literal["round", "floor"]
+Rule = Literal["round", "floor", "spread"]
 
 
 class MatchStatus(StrEnum):
@@ -64,11 +79,21 @@ class SettingScore:
     model_size_b: float | None
     tuning: str  # "base" | "instruct"
     label: str  # human-readable setting, e.g. "own greedy 2048 bf16 hf"
-    score: Fraction  # pass@1 as an exact fraction in [0, 1]
+    score: Fraction  # the headline in [0, 1]: pass@1 exactly, a graded score as its float
     n_problems: int  # problems the setting scored
     n_problems_total: int | None = None  # problems of the benchmark (None: n_problems)
     variant: str = ""  # the benchmark variant ("tests", "docs"); "" when not known
     rank: int = 0  # position in the report's grid order: breaks ties between equal matches
+    # The spread rule's inputs: the std over sample groups (percentage points; None: not a
+    # best@k), the groups, and the interval over problems (percent).
+    std_pct: float | None = None
+    n_groups: int = 1
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+
+    def spread(self, group_size: int) -> ReportedSpread:
+        """Its own spread over repeated groups of `group_size` samples."""
+        return ReportedSpread(self.std_pct, self.n_groups, group_size)
 
     @property
     def pilot(self) -> bool:
@@ -83,158 +108,6 @@ class SettingScore:
     @property
     def pct(self) -> float:
         return float(self.score * 100)
-
-
-def decimals_of(text: str) -> int:
-    """Decimals of a value as printed: "44.9" -> 1, "14.0" -> 1, "47" -> 0."""
-    return len(text.strip().partition(".")[2])
-
-
-def _value(text: str) -> Fraction:
-    return Fraction(Decimal(text.strip()))
-
-
-def _unit(value_text: str) -> Fraction:
-    return Fraction(1, 10 ** decimals_of(value_text))
-
-
-def rounds_to(score: Fraction, value_text: str) -> bool:
-    """The score (fraction in [0, 1]) in percent, rounded to the printed decimals, is the value
-    (|x - v| <= half a printed unit; a tie counts for either rounding direction)."""
-    return abs(score * 100 - _value(value_text)) <= _unit(value_text) / 2
-
-
-def floors_to(score: Fraction, value_text: str) -> bool:
-    """The score in percent, truncated to the printed decimals, is the value (v <= x < v + unit)."""
-    value = _value(value_text)
-    return value <= score * 100 < value + _unit(value_text)
-
-
-def match_rule(score: Fraction, value_text: str) -> Rule | None:
-    """How a score gives the printed value: "round", "floor" or None ("round" wins when both
-    apply, e.g. for an exact value)."""
-    if rounds_to(score, value_text):
-        return "round"
-    if floors_to(score, value_text):
-        return "floor"
-    return None
-
-
-class Sampling(StrEnum):
-    """What the source says about how many samples per problem its pass@1 came from."""
-
-    STATED = "stated"  # the literature table's n_samples
-    ASSUMED_ONE = "assumed one sample"  # not stated: one sample per problem is assumed
-
-
-@dataclass(frozen=True)
-class Obtainability:
-    value_text: str
-    decimals: int
-    n_problems: int
-    ks_round: tuple[int, ...]  # k with k/N rounding to the value (N = problems x samples)
-    ks_floor: tuple[int, ...]  # k with k/N flooring to the value
-    below: int | None  # the largest k with k/N under the value (None if none)
-    above: int | None  # the smallest k with k/N over the value
-    n_samples: int = 1  # samples per problem behind the value (stated, or assumed 1)
-    sampling: Sampling = Sampling.STATED
-
-    @property
-    def denominator(self) -> int:
-        return self.n_problems * self.n_samples
-
-    @property
-    def obtainable(self) -> bool:
-        return bool(self.ks_round or self.ks_floor)
-
-    @property
-    def ks(self) -> tuple[int, ...]:
-        return tuple(sorted(set(self.ks_round) | set(self.ks_floor)))
-
-    @property
-    def verdict(self) -> str:
-        """ "obtainable", "not obtainable" (the source states its sampling), or "not obtainable
-        with one sample per problem" (it does not: the value may come from several samples)."""
-        if self.obtainable:
-            return "obtainable"
-        if self.sampling is Sampling.ASSUMED_ONE:
-            return "not obtainable with one sample per problem"
-        return "not obtainable"
-
-    def describe(self) -> str:
-        """E.g. "74/164 (round)", "284/3280 .. 288/3280 (round or floor; 20 samples x 164)",
-        or "no k/164: 73/164 = 44.51, 74/164 = 45.12"."""
-        n = self.denominator
-        samples = f"; {self.n_samples} samples x {self.n_problems}" if self.n_samples > 1 else ""
-        if self.obtainable and len(self.ks) > 2:  # fine granularity: the range
-            return f"{self.ks[0]}/{n} .. {self.ks[-1]}/{n} (round or floor{samples})"
-        if self.obtainable:
-            parts = []
-            for k in self.ks:
-                rules = [
-                    r for r, ks in (("round", self.ks_round), ("floor", self.ks_floor)) if k in ks
-                ]
-                parts.append(f"{k}/{n} ({', '.join(rules)}{samples})")
-            return "; ".join(parts)
-        return f"no k/{n}: {self.neighbours()}"
-
-    def neighbours(self) -> str:
-        """The scores next to the value, e.g. "80/164 = 48.78, 81/164 = 49.39"."""
-        n = self.denominator
-        near = [f"{k}/{n} = {100 * k / n:.2f}" for k in (self.below, self.above) if k is not None]
-        return ", ".join(near)
-
-    def note(self) -> str | None:
-        """None when some k gives the value; else why not, in words: "not obtainable with one
-        sample per problem (its source does not say how it sampled): no k/164 gives 48.9;
-        nearest 80/164 = 48.78, 81/164 = 49.39"."""
-        if self.obtainable:
-            return None
-        samples = "one sample" if self.n_samples == 1 else f"{self.n_samples} samples"
-        if self.sampling is Sampling.ASSUMED_ONE:
-            why = "(its source does not say how it sampled)"
-        else:
-            why = "(as its source states)"
-        return (
-            f"not obtainable with {samples} per problem {why}: no k/{self.denominator} gives "
-            f"{self.value_text}; nearest {self.neighbours()}"
-        )
-
-
-def obtainability(
-    value_text: str, n_problems: int = HUMANEVALFIX_PROBLEMS, n_samples: int | None = 1
-) -> Obtainability:
-    """Which k/(n_problems x n_samples) give the printed value by rounding or flooring.
-    `n_samples` None: the source does not say; one sample per problem is assumed and the
-    result says so (`Sampling.ASSUMED_ONE`)."""
-    if n_problems < 1:
-        raise ValueError(f"n_problems must be >= 1, got {n_problems}")
-    if n_samples is not None and n_samples < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-    sampling = Sampling.STATED if n_samples is not None else Sampling.ASSUMED_ONE
-    samples = n_samples or 1
-    total = n_problems * samples
-    value = _value(value_text)
-    unit = _unit(value_text)
-    # Only k with k/N within one printed unit of the value can match.
-    lo = max(0, math.floor((value - unit) * total / 100))
-    hi = min(total, math.ceil((value + unit) * total / 100))
-    candidates = [(k, Fraction(k, total)) for k in range(lo, hi + 1)]
-    ks_round = [k for k, score in candidates if rounds_to(score, value_text)]
-    ks_floor = [k for k, score in candidates if floors_to(score, value_text)]
-    below = math.ceil(value * total / 100) - 1
-    above = math.floor(value * total / 100) + 1
-    return Obtainability(
-        value_text=value_text.strip(),
-        decimals=decimals_of(value_text),
-        n_problems=n_problems,
-        ks_round=tuple(ks_round),
-        ks_floor=tuple(ks_floor),
-        below=below if below >= 0 else None,
-        above=above if above <= total else None,
-        n_samples=samples,
-        sampling=sampling,
-    )
 
 
 @dataclass(frozen=True)
@@ -258,7 +131,7 @@ class Reproduction:
 
     def gap(self, setting: SettingScore) -> Fraction:
         """The setting's score minus the value, in percentage points (exact)."""
-        return setting.score * 100 - _value(self.value_text)
+        return setting.score * 100 - value_of(self.value_text)
 
     def best(self) -> SettingScore | None:
         """The setting that best explains the value: the reproducing setting closest to it
@@ -271,7 +144,7 @@ class Reproduction:
 def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduction:
     """Which settings reproduce the value; else which are near; and the closest one. Pilot
     settings (a subset of the problems) are set aside: they are never any of those."""
-    value = _value(value_text)
+    value = value_of(value_text)
     ordered = sorted(settings, key=lambda s: (s.model_name, s.rank, s.label, s.key))
     pilots = tuple(s for s in ordered if s.pilot)
     reproduced, near = [], []
@@ -297,6 +170,60 @@ def reproduction(value_text: str, settings: Sequence[SettingScore]) -> Reproduct
     )
 
 
+def _inside(value: Fraction, s: SettingScore) -> bool:
+    low, high = s.ci_low_pct, s.ci_high_pct
+    return low is not None and high is not None and low <= float(value) <= high
+
+
+def spread_reproduction(
+    row: LiteratureRow, settings: Sequence[SettingScore], group_size: int, confidence: float
+) -> Reproduction:
+    """The spread rule (orchestrator/analysis/literature_spread.py): reproduced when the gap is
+    within the spread of repeated runs, near when the value lies inside the setting's interval
+    over problems, and the closest setting; pilots set aside."""
+    reported = reported_spread(row, group_size)
+    value = value_of(row.score_text)
+    ordered = sorted(settings, key=lambda s: (s.model_name, s.rank, s.label, s.key))
+    reproduced: list[tuple[SettingScore, Rule]] = []
+    near, closest, gap = [], None, None
+    for s in ordered:
+        if s.pilot:
+            continue
+        diff = s.score * 100 - value
+        tolerance = tolerance_pp(reported, s.spread(group_size), confidence)
+        if tolerance is not None and abs(float(diff)) <= tolerance:
+            reproduced.append((s, "spread"))
+        elif _inside(value, s):
+            near.append(s)
+        if gap is None or abs(diff) < abs(gap):
+            closest, gap = s, diff
+    return Reproduction(
+        value_text=row.score_text.strip(),
+        reproduced_by=tuple(reproduced),
+        near=tuple(near),
+        closest=closest,
+        closest_gap_pp=float(gap) if gap is not None else None,
+        pilots=tuple(s for s in ordered if s.pilot),
+    )
+
+
+@dataclass(frozen=True)
+class JoinRule:
+    """How one benchmark's reported values are compared (from its card)."""
+
+    n_problems: int  # problems of the benchmark the literature reports
+    variants: tuple[str, ...] | None = None  # the variants it reports (None: every setting's)
+    match: MatchRule = MatchRule.EXACT_COUNT
+    group_size: int = 1  # the spread rule: samples per group (best@k's k)
+    confidence: float = 0.95  # the spread rule's level
+    benchmark: str = ""  # the benchmark's name (carried into each match)
+
+    def reproduce(self, row: LiteratureRow, settings: Sequence[SettingScore]) -> Reproduction:
+        if self.match is MatchRule.SPREAD:
+            return spread_reproduction(row, settings, self.group_size, self.confidence)
+        return reproduction(row.score_text, settings)
+
+
 def tuning_confusion(own: Reproduction | None, counterpart: Reproduction | None) -> bool:
     """The value is not reproduced by its own model's settings but is by the counterpart's
     (the other tuning's model, or the same model on another variant)."""
@@ -311,7 +238,7 @@ def tuning_confusion(own: Reproduction | None, counterpart: Reproduction | None)
 class LiteratureMatch:
     row: LiteratureRow
     model_name: str | None  # the configured model it maps to; None: unmapped
-    obtainability: Obtainability
+    obtainability: Obtainability | None  # None: the spread rule (no count k/n applies)
     own: Reproduction | None  # None: unmapped, or no settings of the model in the store
     counterpart_model: str | None  # same family and size, the other tuning (in the store)
     counterpart: Reproduction | None
@@ -319,6 +246,8 @@ class LiteratureMatch:
     other_variant: str | None = None  # the store's other variants of the model ("docs")
     variant_counterpart: Reproduction | None = None  # the model's settings of those variants
     variant_confusion: bool = False
+    benchmark: str = ""  # the benchmark whose literature the row is
+    spread: ReportedSpread | None = None  # the spread rule: the reported spread
 
     @property
     def status(self) -> MatchStatus:
@@ -363,24 +292,27 @@ def _match(
     model: str | None,
     own_by: dict[str, list[SettingScore]],
     other_by: dict[str, list[SettingScore]],
-    n_problems: int,
+    rule: JoinRule,
 ) -> LiteratureMatch:
     own = counterpart = variant = None
     partner = other_variant = None
     if model is not None and model in own_by:
-        own = reproduction(row.score_text, own_by[model])
+        own = rule.reproduce(row, own_by[model])
         pool_settings = [s for ss in own_by.values() for s in ss]
         partners = counterpart_models(model, pool_settings)
         if partners:
             partner = ", ".join(partners)
-            counterpart = reproduction(row.score_text, [s for p in partners for s in own_by[p]])
+            counterpart = rule.reproduce(row, [s for p in partners for s in own_by[p]])
     if model is not None and model in other_by:
         other_variant = ", ".join(sorted({s.variant for s in other_by[model]}))
-        variant = reproduction(row.score_text, other_by[model])
+        variant = rule.reproduce(row, other_by[model])
+    spread = rule.match is MatchRule.SPREAD
     return LiteratureMatch(
         row=row,
         model_name=model,
-        obtainability=obtainability(row.score_text, n_problems, row.n_samples),
+        obtainability=None
+        if spread
+        else obtainability(row.score_text, rule.n_problems, row.n_samples),
         own=own,
         counterpart_model=partner,
         counterpart=counterpart,
@@ -388,6 +320,8 @@ def _match(
         other_variant=other_variant,
         variant_counterpart=variant,
         variant_confusion=tuning_confusion(own, variant),
+        benchmark=rule.benchmark,
+        spread=reported_spread(row, rule.group_size) if spread else None,
     )
 
 
@@ -395,12 +329,11 @@ def join_literature(
     rows: Sequence[LiteratureRow],
     mapping: Mapping[str, str],
     settings: Sequence[SettingScore],
-    n_problems: int = HUMANEVALFIX_PROBLEMS,
-    variants: Sequence[str] | None = None,
+    rule: JoinRule,
 ) -> list[LiteratureMatch]:
     """One match per literature row, in the rows' order (nothing is dropped).
 
-    `variants`: the benchmark variants the literature reports (the mapping's); settings of
-    other variants are each model's variant counterpart. None: every setting is of them."""
-    own_by, other_by = _partition(settings, variants)
-    return [_match(row, mapping.get(row.model), own_by, other_by, n_problems) for row in rows]
+    `rule.variants`: the benchmark variants the literature reports; settings of other variants
+    are each model's variant counterpart. None: every setting is of them."""
+    own_by, other_by = _partition(settings, rule.variants)
+    return [_match(row, mapping.get(row.model), own_by, other_by, rule) for row in rows]

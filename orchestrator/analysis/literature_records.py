@@ -10,18 +10,20 @@ from collections.abc import Sequence
 from orchestrator.analysis.literature import LiteratureMatch, Reproduction, SettingScore
 
 MATCH_COLUMNS = tuple(
-    """model_name literature_model tuning reported source_id location found_via
-    n_samples_reported obtainable obtainability obtainable_as status tuning_confusion
+    """model_name benchmark literature_model tuning reported source_id location found_via
+    n_samples_reported reported_spread obtainable obtainability obtainable_as status
+    tuning_confusion
     variant_confusion n_reproducing reproduced_by reproduced_by_keys near closest_setting
     closest_pct closest_gap_pp closest_key counterpart_model counterpart_reproduced_by
     other_variant other_variant_reproduced_by pilots line""".split()
 )
 UNMATCHED_COLUMNS = tuple(
-    "literature_model model_family size_b tuning reported source_id status model_name line".split()
+    """benchmark literature_model model_family size_b tuning reported source_id status
+    model_name line""".split()
 )
 UNOBTAINABLE_COLUMNS = tuple(
-    """literature_model reported source_id location obtainability n_samples_reported nearest
-    setting_notes line""".split()
+    """benchmark literature_model reported source_id location obtainability n_samples_reported
+    nearest setting_notes line""".split()
 )
 
 
@@ -37,8 +39,10 @@ def match_record(m: LiteratureMatch) -> dict[str, object]:
     """One literature row joined with the store, as a flat record (the comparison table)."""
     own = m.own
     closest = own.closest if own is not None else None
+    count = m.obtainability  # None under the spread rule: no k/n applies
     return {
         "model_name": m.model_name,
+        "benchmark": m.benchmark,
         "literature_model": m.row.model,
         "tuning": m.row.tuning,
         "reported": m.row.score_text,
@@ -46,9 +50,10 @@ def match_record(m: LiteratureMatch) -> dict[str, object]:
         "location": m.row.table_or_location,
         "found_via": m.row.found_via,
         "n_samples_reported": m.row.n_samples,
-        "obtainable": m.obtainability.obtainable,
-        "obtainability": m.obtainability.verdict,
-        "obtainable_as": m.obtainability.describe(),
+        "reported_spread": m.spread.describe() if m.spread is not None else None,
+        "obtainable": count.obtainable if count is not None else None,
+        "obtainability": count.verdict if count is not None else None,
+        "obtainable_as": count.describe() if count is not None else None,
         "status": str(m.status),
         "tuning_confusion": m.tuning_confusion,
         "variant_confusion": m.variant_confusion,
@@ -81,15 +86,17 @@ def pilot_note(pilots: Sequence[SettingScore]) -> str:
 
 
 def obtainability_counts(matches: Sequence[LiteratureMatch]) -> dict[str, int]:
-    """How many reported values each obtainability rule gives (the report's note)."""
+    """How many reported values each obtainability rule gives (the report's note); values
+    matched by their spread have no obtainability and are not counted."""
+    counted = [m.obtainability for m in matches if m.obtainability is not None]
     counts = {
-        "values": len(matches),
+        "values": len(counted),
         "obtainable": 0,
         "not obtainable": 0,
         "not obtainable with one sample per problem": 0,
     }
-    for m in matches:
-        counts[m.obtainability.verdict] += 1
+    for o in counted:
+        counts[o.verdict] += 1
     return counts
 
 
@@ -97,6 +104,7 @@ def unmatched_record(m: LiteratureMatch) -> dict[str, object]:
     """A literature row the store cannot answer: unmapped, its model not run, or run only on
     another variant."""
     return {
+        "benchmark": m.benchmark,
         "literature_model": m.row.model,
         "model_family": m.row.model_family,
         "size_b": m.row.size_b,
@@ -110,8 +118,11 @@ def unmatched_record(m: LiteratureMatch) -> dict[str, object]:
 
 
 def unobtainable_record(m: LiteratureMatch) -> dict[str, object]:
-    """A reported value no k/(problems x samples) gives."""
+    """A reported value no k/(problems x samples) gives (exact count rule only)."""
+    if m.obtainability is None:
+        raise ValueError(f"line {m.row.line}: a value matched by its spread has no count k/n")
     return {
+        "benchmark": m.benchmark,
         "literature_model": m.row.model,
         "reported": m.row.score_text,
         "source_id": m.row.source_id,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orchestrator.analysis.intervals import ProblemCounts, problem_counts
+from workers.scoring import ProblemCounts, problem_counts
 
 BEST_OF_GROUP = 10
 

@@ -57,14 +57,16 @@ def register(sub) -> None:
     p.add_argument(
         "--literature",
         default=None,
-        metavar="CSV",
-        help="literature CSV (default: the shipped HumanEvalFix-Python values)",
+        metavar="FILE",
+        help="one benchmark's published values instead of its card's (as `report "
+        "--literature`; default: each of the store's benchmarks' own)",
     )
     p.add_argument(
         "--mapping",
         default=None,
         metavar="YAML",
-        help="literature-name -> model-name mapping (default: the shipped one)",
+        help="literature-name -> model-name mapping for the benchmark it names (default: each "
+        "benchmark card's)",
     )
     p.add_argument("--no-literature", action="store_true", help="export the store's scores only")
     p.add_argument(
@@ -102,6 +104,8 @@ def repo_id_from_config(model_name: str) -> str | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from orchestrator.cli.report import card_from_registry, data_dir_from_config
+    from orchestrator.report.data import ReportOptions
     from orchestrator.report.eee import EeeOptions, EvaluatorRelationship
     from orchestrator.report.export import (
         ExportFormat,
@@ -109,8 +113,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_eee,
         parse_format,
     )
-    from orchestrator.report.grid import load_mapping
-    from storage.literature import load_default_literature, load_literature
     from storage.store import Store
 
     if parse_format(args.format) is ExportFormat.MLFLOW:
@@ -122,12 +124,20 @@ def cmd_export(args: argparse.Namespace) -> int:
         organization=args.organization,
         relationship=EvaluatorRelationship(args.evaluator_relationship),
         pilots=not args.no_pilots,
+        card_of=card_from_registry,
     )
     literature = None
     if not args.no_literature:
-        rows = load_literature(args.literature) if args.literature else load_default_literature()
-        literature = LiteratureSource(rows, load_mapping(args.mapping), repo_id_from_config)
+        given = ReportOptions(
+            literature_path=args.literature,
+            mapping_path=args.mapping,
+            data_dir=data_dir_from_config(),
+            card_of=card_from_registry,
+        )
+        literature = LiteratureSource(given, repo_id_from_config)
     summary = export_eee(Store(args.store), args.out, options, literature, int(time.time()))
+    for note in summary.notes:
+        _out(f"note: {note}")
     left_out = f" ({summary.pilots_left_out} pilot(s) left out)" if summary.pilots_left_out else ""
     _out(
         f"{summary.out}: {len(summary.scores)} score record(s) in {summary.out}/scores{left_out}, "

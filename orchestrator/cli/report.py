@@ -13,6 +13,7 @@ from pathlib import Path
 
 from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
+from workers.card import BenchmarkCard
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +49,18 @@ def _register_report(sub) -> None:
     p.add_argument(
         "--literature",
         default=None,
-        metavar="CSV",
-        help="literature CSV with the shipped file's columns (default: the shipped "
-        "HumanEvalFix-Python values)",
+        metavar="FILE",
+        help="one benchmark's published values, in the format its card names (papers CSV or "
+        "leaderboard), instead of its card's file (default: each benchmark's own, named by its "
+        "card: docs/report.md); which benchmark: the --mapping's `benchmark:`, else the "
+        "store's only one",
     )
     p.add_argument(
         "--mapping",
         default=None,
         metavar="YAML",
-        help="literature-name -> model-name mapping (default: the shipped "
-        "storage/data/humanevalfix-mapping.yaml)",
+        help="literature-name -> model-name mapping for the benchmark its `benchmark:` names "
+        "(default: each benchmark card's, e.g. storage/data/humanevalfix-mapping.yaml)",
     )
     p.add_argument(
         "--baseline",
@@ -178,6 +181,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     defaults = ReportOptions()
     options = ReportOptions(
         own_template_of=own_template_from_config,
+        card_of=card_from_registry,
+        data_dir=data_dir_from_config(),
         literature_path=args.literature,
         mapping_path=args.mapping,
         baseline=parse_baseline(args.baseline),
@@ -218,6 +223,27 @@ def _write_problems_view(store: str, out: Path, options):
 
     pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
     return write_view(Store(store), out / VIEW_DIR, pairing, report_link="../report.html")
+
+
+def card_from_registry(benchmark: str) -> BenchmarkCard | None:
+    """Today's card of a registered benchmark (for settings stored without one); None if the
+    registry does not know it."""
+    from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
+
+    try:
+        return get_benchmark(benchmark).card
+    except UnknownBenchmark as e:
+        logger.warning("%s: its settings are not compared with published values", e)
+        return None
+
+
+def data_dir_from_config() -> str | None:
+    """The data folder (`paths.data_dir`, or REPROGRID_DATA_DIR): where a benchmark card's
+    `data:` literature lives."""
+    from orchestrator.run.config import compose_config
+
+    value = compose_config([]).paths.data_dir
+    return str(value) if value else None
 
 
 def own_template_from_config(model_name: str) -> str | None:

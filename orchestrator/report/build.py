@@ -24,7 +24,7 @@ from orchestrator.analysis.effects import (
     summarize_effects,
 )
 from orchestrator.analysis.intervals import ProblemCounts
-from orchestrator.analysis.literature import LiteratureMatch, SettingScore, join_literature
+from orchestrator.analysis.literature import LiteratureMatch
 from orchestrator.analysis.literature_records import (
     MATCH_COLUMNS,
     UNMATCHED_COLUMNS,
@@ -49,22 +49,16 @@ from orchestrator.report.data import (
     ReportTable,
 )
 from orchestrator.report.evidence import evidence_tables
-from orchestrator.report.grid import (
-    KIND_STORED,
-    grid_frame,
-    load_mapping,
-    read_frame,
-    setting_scores,
-)
+from orchestrator.report.grid import COUNTS_DERIVED, KIND_STORED, grid_frame, read_frame
 from orchestrator.report.pivot import pivot_table
 from orchestrator.report.provenance import provenance_tables, skipped_table
-from storage.literature import LiteratureMapping, load_default_literature, load_literature
+from orchestrator.report.published import Published, all_matches, published, store_cards
+from orchestrator.report.wording import counted
 from storage.schema import SettingStatus
 from storage.store import Store
+from workers.card import BenchmarkCard
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_LITERATURE = "reprogrid:humanevalfix-python.csv"
 LIMIT_COLUMNS = tuple(
     """model_name template_kind decoding max_length precision backend n_problems n_samples
     n_prompt_truncated n_hit_length_limit n_decode_mismatch setting_key""".split()
@@ -108,31 +102,43 @@ def _grid_tables(grid: pd.DataFrame) -> list[ReportTable]:
     ]
 
 
-def _literature_figure(answers: pd.DataFrame, grid: pd.DataFrame) -> list[ModelLiterature]:
+def _literature_figure(
+    answers: pd.DataFrame, grid: pd.DataFrame, cards: Mapping[str, BenchmarkCard]
+) -> list[ModelLiterature]:
+    """Per model (and benchmark, in a store of several: the label names it) its measured
+    scores of that benchmark's headline and the values published for it."""
     figure = []
-    for model, part in answers.groupby("model_name", sort=True) if len(answers) else []:
-        scores = grid.loc[grid["model_name"] == model, "score_pct"].dropna()
+    keys = ["model_name", "benchmark"]
+    for (model, benchmark), part in answers.groupby(keys, sort=True) if len(answers) else []:
+        mine = (grid["model_name"] == model) & (grid["benchmark"] == benchmark)
+        scores = grid.loc[mine & (grid["metric"] == cards[benchmark].metric), "score_pct"]
         reported = tuple(
             ReportedValue(r["reported"], r["source_id"], r["verdict"])
             for r in part.to_dict("records")
         )
-        figure.append(ModelLiterature(str(model), tuple(float(s) for s in scores), reported))
+        label = f"{model} ({cards[benchmark].title})" if len(cards) > 1 else str(model)
+        figure.append(ModelLiterature(label, tuple(float(s) for s in scores.dropna()), reported))
     return figure
 
 
 def _literature_tables(
-    matches: Sequence[LiteratureMatch],
-    grid: pd.DataFrame,
-    mapping: LiteratureMapping,
-    scores: Sequence[SettingScore],
+    parts: Sequence[Published], grid: pd.DataFrame, confidence: float
 ) -> tuple[list[ReportTable], list[ModelLiterature]]:
+    matches = all_matches(parts)
     compared = sorted(
-        (m for m in matches if m.own is not None), key=lambda m: (m.model_name or "", m.row.line)
+        (m for m in matches if m.own is not None),
+        key=lambda m: (m.model_name or "", m.benchmark, m.row.line),
     )
     unmatched = [unmatched_record(m) for m in matches if m.own is None]
-    unobtainable = [unobtainable_record(m) for m in matches if not m.obtainability.obtainable]
-    reason = no_answers_reason(grid, matches, mapping)
-    answers = answers_frame(matches, grid, scores)
+    unobtainable = [
+        unobtainable_record(m)
+        for m in matches
+        if m.obtainability is not None and not m.obtainability.obtainable
+    ]
+    reason = no_answers_reason(grid, parts)
+    scores = [s for p in parts for s in p.scores]
+    answers = answers_frame(matches, grid, scores, confidence=confidence)
+    cards = {p.card.benchmark: p.card for p in parts}
     tables = [
         ReportTable("answers", answers, group_by="model_name", empty_reason=reason),
         ReportTable(
@@ -144,15 +150,20 @@ def _literature_tables(
         ReportTable(
             "literature_unmatched",
             pd.DataFrame(unmatched, columns=list(UNMATCHED_COLUMNS)),
-            empty_reason="Every literature row names a model of this store.",
-        ),
-        ReportTable(
-            "unobtainable",
-            pd.DataFrame(unobtainable, columns=list(UNOBTAINABLE_COLUMNS)),
-            empty_reason="Every reported value is some k/(problems x samples).",
+            empty_reason="Every literature row names a model of this store."
+            if parts
+            else "No benchmark of this store has published values to compare.",
         ),
     ]
-    return tables, _literature_figure(answers, grid)
+    if counted(list(cards.values())):  # only a count k/n can be unobtainable
+        tables.append(
+            ReportTable(
+                "unobtainable",
+                pd.DataFrame(unobtainable, columns=list(UNOBTAINABLE_COLUMNS)),
+                empty_reason="Every reported value is some k/(problems x samples).",
+            )
+        )
+    return tables, _literature_figure(answers, grid, cards)
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -261,6 +272,12 @@ def _trust_notes(grid: pd.DataFrame, matches: Sequence[LiteratureMatch]) -> list
             f"{len(pilots)} setting(s) scored a subset of the problems (pilots: "
             f"{', '.join(sorted(set(pilots['subset'])))}); they are shown, never a reproduction"
         )
+    derived = grid[grid["counts_from"] == COUNTS_DERIVED] if len(grid) else grid
+    if len(derived):
+        notes.append(
+            f"{len(derived)} setting(s) predate stored score counts: their counts are derived "
+            "from their executions"
+        )
     inferred = grid[grid["template_kind_from"] != KIND_STORED] if len(grid) else grid
     for source, group in inferred.groupby("template_kind_from") if len(inferred) else []:
         notes.append(
@@ -283,9 +300,27 @@ def _axis_values(rows: Sequence[dict[str, Any]]) -> dict[str, set[Any]]:
     return {axis: {r[axis] for r in rows} for axis in AXES}
 
 
+def _sources(parts: Sequence[Published]) -> dict[str, Any]:
+    """What each benchmark was compared with (report.json's options)."""
+    return {
+        p.card.benchmark: {
+            "title": p.card.title,
+            "metric": p.card.metric,
+            "match_rule": p.card.match_rule.value,
+            "literature": p.literature or p.card.literature,
+            "literature_rows": len(p.rows),
+            "mapping": p.mapping.source or p.card.mapping,
+            "variants": list(p.rule.variants or ()),
+            "not_compared": p.problem,
+        }
+        for p in parts
+    }
+
+
 def build_report(store_uri: str, options: ReportOptions | None = None) -> ReportData:
     """Read the store and compute every table of the report (see docs/report.md). Raises
-    BaselineError (a ValueError) for a baseline value no setting of the store has."""
+    BaselineError (a ValueError) for a baseline value no setting of the store has, and
+    LiteratureError for a literature or mapping file the user named that cannot be used."""
     options = options or ReportOptions()
     store = Store(store_uri)
     settings = read_frame(store, "settings")
@@ -293,16 +328,9 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
     grid = grid_frame(store, settings, options, counts)
     rows = _effect_rows(grid)
     check_baseline_in_store(options.baseline, _axis_values(rows))
-    if options.literature_path:
-        literature_rows = load_literature(options.literature_path)
-    else:
-        literature_rows = load_default_literature()
-    mapping = load_mapping(options.mapping_path)
-    scores = setting_scores(grid, mapping)
-    matches = join_literature(
-        literature_rows, mapping.models, scores, mapping.n_problems, mapping.variants
-    )
-    literature, figure = _literature_tables(matches, grid, mapping, scores)
+    cards, card_notes = store_cards(settings, options)
+    parts = published(grid, cards, options)
+    literature, figure = _literature_tables(parts, grid, options.confidence)
     effects, pairs = _effect_tables(rows, options.baseline)
     (findings, comparisons), evidence_notes = evidence_tables(
         store, grid, rows, counts, literature[0].frame, options
@@ -319,11 +347,13 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
         skipped_table(settings),
         *provenance_tables(settings, runs, store.writer_active()),
     ]
+    matches = all_matches(parts)
+    notes = card_notes + [f"{p.problem}" for p in parts if p.problem is not None]
     return ReportData(
         store=store_uri,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tables=tuple(tables),
-        notes=tuple(_notes(settings, grid, matches, rows, len(pairs)) + evidence_notes),
+        notes=tuple(notes + _notes(settings, grid, matches, rows, len(pairs)) + evidence_notes),
         literature_figure=tuple(figure),
         effect_pairs=tuple(pairs),
         options={
@@ -331,10 +361,7 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
             "n_resamples": options.n_resamples,
             "confidence": options.confidence,
             "seed": options.seed,
-            "literature": options.literature_path or DEFAULT_LITERATURE,
-            "literature_rows": len(literature_rows),
-            "mapping": mapping.source,
-            "mapping_benchmark": mapping.benchmark,
-            "mapping_variants": list(mapping.variants),
+            "benchmarks": _sources(parts),
         },
+        cards=tuple(cards[name] for name in sorted(cards)),
     )

@@ -11,21 +11,33 @@ import pandas as pd
 from orchestrator.analysis.baseline import DEFAULT_BASELINE
 from orchestrator.analysis.effects import EffectPair
 from orchestrator.analysis.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+from workers.card import BenchmarkCard
 
 # A model's own template by model name, for settings rows that do not record their template
 # kind (None: unknown). The report wing never reads config; the CLI passes this in.
 OwnTemplateLookup = Callable[[str], str | None]
+# A benchmark's card by its name, for settings rows written before cards were stored (None:
+# unknown). The report wing never imports benchmark code; the CLI passes the registry's in.
+CardLookup = Callable[[str], BenchmarkCard | None]
 
 
 def _unknown_own_template(model_name: str) -> str | None:
     return None
 
 
+def _unknown_card(benchmark: str) -> BenchmarkCard | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ReportOptions:
-    literature_path: str | None = None  # None: the CSV shipped in storage/data/
-    mapping_path: str | None = None  # None: storage/data/humanevalfix-mapping.yaml
+    # One benchmark's published values and name mapping instead of its card's (None: the
+    # card's); which benchmark: the mapping's `benchmark:`, else the store's only one.
+    literature_path: str | None = None
+    mapping_path: str | None = None
+    data_dir: str | None = None  # the data folder a card's `data:` locations are under
     own_template_of: OwnTemplateLookup = _unknown_own_template
+    card_of: CardLookup = _unknown_card
     baseline: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BASELINE))
     n_resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples per setting
     confidence: float = DEFAULT_CONFIDENCE
@@ -62,7 +74,7 @@ class ReportedValue:
 class ModelLiterature:
     """Figure 1 inputs for one model: its measured scores and the values papers report."""
 
-    model_name: str
+    model_name: str  # the label (with the benchmark's title in a store of several)
     scores_pct: tuple[float, ...]
     reported: tuple[ReportedValue, ...]
 
@@ -76,6 +88,7 @@ class ReportData:
     literature_figure: tuple[ModelLiterature, ...]  # Figure 1 inputs
     effect_pairs: tuple[EffectPair, ...]  # Figure 2 inputs
     options: dict[str, Any]
+    cards: tuple[BenchmarkCard, ...] = ()  # the store's benchmarks: what the sentences say
 
     def table(self, name: str) -> pd.DataFrame:
         for t in self.tables:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+from orchestrator.report import wording
+from workers.card import BenchmarkCard
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData
@@ -25,11 +28,10 @@ FOLD_ROWS = 12  # html: a longer table folds into <details>
 TABLES: dict[str, tuple[str, str]] = {
     "answers": (
         "Answers: which setting explains each published value",
-        "One row per value a paper reports for a model of this store. verdict: "
-        "reproduced by N settings (a setting's pass@1 rounds or truncates to the value "
-        "at its printed decimals), tuning confusion (only the other tuning's model "
-        "reproduces it), variant confusion (only the model's other benchmark variant "
-        "does), near (within one problem), not reproduced, or only a pilot subset "
+        "One row per value a paper or leaderboard reports for a model of this store. verdict: "
+        "reproduced by N settings ({reproduced}), tuning confusion (only the other tuning's "
+        "model reproduces it), variant confusion (only the model's other benchmark variant "
+        "does), near ({near}), not reproduced, or only a pilot subset "
         "(only settings over part of the problems were measured: no verdict). The "
         "setting is the one that best explains the value (the reproducing setting "
         "closest to it, else the closest setting), with its score, interval and gap "
@@ -53,17 +55,16 @@ TABLES: dict[str, tuple[str, str]] = {
     ),
     "scores_pivot": (
         "Scores per model",
-        "pass@1 (percent) per template x decoding x max length and precision, like "
+        "{metric} ({scale}) per template x decoding x max length and precision, like "
         "the study's Table 2; hover a cell (html) for its interval, samples, "
         "problems and setting key. A cell of several settings shows their mean. "
         "Every setting, flat, is in the last sections and in grid.csv.",
     ),
     "literature": (
         "Reported values against the measured settings",
-        "Each reported value of a model the store holds: whether some "
-        "k/(164 x samples) gives it (with the samples per problem its source states, "
-        "else one), the settings that reproduce it, settings within one problem "
-        "(near), the closest setting and its gap, tuning and variant confusion, and "
+        "Each reported value of a model the store holds: {matching}; the settings that "
+        "reproduce it, the near settings ({near}), the closest setting and its gap, tuning "
+        "and variant confusion, and "
         "pilot settings (a subset of the problems), which are listed but never "
         "compared.",
     ),
@@ -74,9 +75,10 @@ TABLES: dict[str, tuple[str, str]] = {
         "another benchmark variant.",
     ),
     "unobtainable": (
-        "Reported values that no k/(164 x samples) gives",
-        "For every literature row, whether or not the store holds its model: no k "
-        "gives these printed values by rounding or flooring. Where the source does "
+        "Reported values that no k/(problems x samples) gives",
+        "For every literature row of a benchmark whose values are counts (pass@1), whether "
+        "or not the store holds its model: no k gives these printed values by rounding or "
+        "flooring. Where the source does "
         'not say how it sampled, m = 1 is assumed and the row says "not '
         'obtainable with one sample per problem".',
     ),
@@ -117,9 +119,9 @@ TABLES: dict[str, tuple[str, str]] = {
     ),
     "grid": (
         "Every setting",
-        "score_pct: the setting's headline metric in percent; for pass@1 the unbiased "
-        "estimate, mean over problems, recomputed from the executions table, with its "
-        "bootstrap interval over problems; and the number of samples whose prompt was "
+        "score_pct: the setting's headline metric in percent ({headline}; from the exact "
+        "counts the scores table stores), with its bootstrap interval over problems; and "
+        "the number of samples whose prompt was "
         "truncated, that hit the length limit, or whose harness slice was misaligned. "
         "backend: where the generations come from (an imported file: the backend it "
         "claims); generated_by: what made the stored generations (replay for an import).",
@@ -154,6 +156,9 @@ class Display:
     percent: bool = False  # every number is a percentage (two decimals): the pivot's cells
     headers: Mapping[str, str] = field(default_factory=dict)
     sentences: str | None = None  # md/html/tex: this column as a list, not a table
+    # shown only when they take more than one value in the table (e.g. the benchmark of a
+    # store holding one)
+    varying: tuple[str, ...] = ()
 
 
 def _cols(text: str) -> tuple[str, ...]:
@@ -163,17 +168,20 @@ def _cols(text: str) -> tuple[str, ...]:
 DISPLAY: dict[str, Display] = {
     "answers": Display(
         _cols(
-            "literature_model reported source_id location verdict_detail template decoding "
-            "max_length precision backend score_pct gap_pp setting_key"
+            "benchmark literature_model reported source_id location verdict_detail template "
+            "decoding max_length precision backend score_pct gap_pp setting_key"
         ),
-        details=("obtainability_note", "evidence"),  # obtainability: only a value no k gives
+        # obtainability: only a value no count k/n gives; match: how the spread rule judged it
+        details=("obtainability_note", "match_note", "evidence"),
         fold_rows=None,
         interval=True,
         headers={
             "verdict_detail": "verdict",
             "score_pct": "score_pct [interval]",
             "obtainability_note": "obtainability",
+            "match_note": "match",
         },
+        varying=("benchmark",),
     ),
     # md and html: the sentences; tex: a tabular of the tests, each sentence under its row
     "findings": Display(
@@ -198,23 +206,27 @@ DISPLAY: dict[str, Display] = {
     "scores_pivot": Display(fold_rows=None, percent=True),
     "literature": Display(
         _cols(
-            "literature_model reported source_id obtainability status tuning_confusion "
-            "variant_confusion n_reproducing closest_setting closest_pct closest_gap_pp "
+            "benchmark literature_model reported source_id obtainability reported_spread "
+            "status tuning_confusion variant_confusion n_reproducing closest_setting "
+            "closest_pct closest_gap_pp "
             "counterpart_model other_variant"
         ),
         details=_cols(
             "location obtainable_as reproduced_by near counterpart_reproduced_by "
             "other_variant_reproduced_by pilots"
         ),
+        varying=("benchmark",),
     ),
     "unobtainable": Display(
         _cols(
-            "literature_model reported source_id location obtainability n_samples_reported nearest"
+            "benchmark literature_model reported source_id location obtainability "
+            "n_samples_reported nearest"
         ),
         details=("setting_notes",),
         fold_rows=0,  # about the literature, not the store: folded whatever its length
+        varying=("benchmark",),
     ),
-    "literature_unmatched": Display(fold_rows=0),
+    "literature_unmatched": Display(fold_rows=0, varying=("benchmark",)),
     "effects": Display(fold_rows=40),
     "grid": Display(
         _cols(
@@ -255,11 +267,16 @@ def display_of(name: str) -> Display:
     return DISPLAY.get(name, Display())
 
 
-def shown_columns(frame: pd.DataFrame, name: str, group_by: str | None = None) -> list[str]:
-    """The columns md/html/tex show, in order (details excluded)."""
+def shown_columns(
+    frame: pd.DataFrame, name: str, group_by: str | None = None, whole: pd.DataFrame | None = None
+) -> list[str]:
+    """The columns md/html/tex show, in order (details excluded; a `varying` column only when
+    it takes several values in the `whole` table, of which `frame` may be a part)."""
     spec = display_of(name)
     wanted = spec.columns or tuple(c for c in frame.columns if c not in HIDDEN)
-    skip = {group_by, *spec.details}
+    table = whole if whole is not None else frame
+    same = {c for c in spec.varying if c in table and table[c].dropna().nunique() <= 1}
+    skip = {group_by, *spec.details, *same}
     return [c for c in wanted if c in frame.columns and c not in skip]
 
 
@@ -328,8 +345,20 @@ def title(name: str) -> str:
     return TABLES.get(name, (name, ""))[0]
 
 
+def phrases(cards: Sequence[BenchmarkCard]) -> dict[str, str]:
+    """The card-driven words the descriptions are written with (report/wording.py)."""
+    return {
+        "metric": wording.metric(cards),
+        "scale": wording.scale(cards),
+        "reproduced": wording.reproduced(cards),
+        "near": wording.near(cards),
+        "matching": wording.matching(cards),
+        "headline": wording.headline(cards),
+    }
+
+
 def description(data: ReportData, name: str) -> str:
-    text = TABLES.get(name, (name, ""))[1]
+    text = TABLES.get(name, (name, ""))[1].format(**phrases(data.cards))
     if name == "effects":
         base = ", ".join(f"{k}={v}" for k, v in data.options["baseline"].items())
         text = f"Baseline: {base}. {text}"

@@ -7,6 +7,10 @@ setting key (or the literature row), so exporting the same store twice writes th
 Where each store column goes, and what the schema cannot hold, is in docs/install.md
 ("Results in the Every Eval Ever format"); orchestrator/report/export.py reads and writes.
 
+What a record says about its benchmark (the dataset, the headline metric and how it is computed,
+whose scoring it follows) comes from the benchmark's card (workers/card.py) stored with the
+setting; a setting written before cards were stored takes today's (`EeeOptions.card_of`).
+
 A pilot (a setting over part of its benchmark's problems, e.g. `benchmark.limit=10`) is marked
 where consumers read it: its `evaluation_name` says "subset: 10 of 164 problems", its
 Hugging Face `source_data` lists the problems scored (`sample_ids`, the schema's field for the
@@ -28,15 +32,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from orchestrator.analysis.intervals import ProblemCounts, pass1_interval
+from orchestrator.analysis.intervals import bootstrap_interval
+from orchestrator.report.data import CardLookup
+from orchestrator.report.scored import Scored
+from workers.card import BenchmarkCard, card_from_json
 
 SCHEMA_VERSION = "0.3.0"  # every_eval_ever.schema.get_schema_version() of the validated release
 LIBRARY = "reprogrid"
 SCORE_METRICS = (("pass@1", "pass_at_1"), ("pass@10", "pass_at_10"), ("pass@100", "pass_at_100"))
 # What an engine's backend is called as an inference engine.
 ENGINE_NAMES = {"hf": "transformers", "vllm": "vllm", "replay": "replay", "fake": "fake"}
-# Where a benchmark's problems come from, as the schema's Hugging Face source.
-HF_SOURCES = {"humanevalfix": ("HumanEvalPack", "bigcode/humanevalpack", "test")}
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 # Columns that travel as strings in the schema's `additional_details` (what makes the setting:
 # generation_config; the counts behind a score: score_details).
@@ -116,6 +121,7 @@ class EeeOptions:
     n_resamples: int = 10_000
     seed: int = 0
     pilots: bool = True  # False: settings over a subset of the problems are left out
+    card_of: CardLookup | None = None  # a card for settings stored without one (None: none)
 
 
 @dataclass(frozen=True)
@@ -191,22 +197,22 @@ def _dataset_order(task_id: str) -> tuple[str, int]:
 
 
 def source_data(
-    benchmark: str,
+    card: BenchmarkCard,
     n_problems: Any,
     details: Mapping[str, Any],
     pilot: str | None = None,
     task_ids: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The schema's `source_data`: the benchmark's Hugging Face dataset where there is one. A
-    pilot's (`pilot`: its subset) lists the problems it scored as `sample_ids`."""
-    source: dict[str, Any] = {"dataset_name": benchmark, "source_type": "other"}
-    if benchmark in HF_SOURCES:
-        name, repo, split = HF_SOURCES[benchmark]
+    """The schema's `source_data`: the card's dataset, as a Hugging Face source where it is
+    one. A pilot's (`pilot`: its subset) lists the problems it scored as `sample_ids`."""
+    benchmark = card.benchmark
+    source: dict[str, Any] = {"dataset_name": card.dataset, "source_type": "other"}
+    if card.dataset_id is not None:
         source = {
-            "dataset_name": name,
+            "dataset_name": card.dataset,
             "source_type": "hf_dataset",
-            "hf_repo": repo,
-            "hf_split": split,
+            "hf_repo": card.dataset_id,
+            "hf_split": card.dataset_split,
         }
     if present(n_problems):
         source["samples_number"] = int(n_problems)
@@ -216,22 +222,23 @@ def source_data(
     return {**source, "additional_details": extra}
 
 
-def metric_config(metric: str, benchmark: str) -> dict[str, Any]:
+def metric_config(metric: str, card: BenchmarkCard) -> dict[str, Any]:
+    """The schema's `metric_config` of one metric of a setting: its headline as the card
+    describes it, or a pass@k (of a graded benchmark: a sample passes at full score)."""
     k = int(metric.split("@")[1])
-    if metric.startswith("pass@"):
-        identity = {
-            "metric_id": "pass_at_k",
-            "metric_kind": "pass_rate",
-            "evaluation_description": f"pass@{k}: unbiased estimator over each problem's "
-            "samples, mean over problems; programs run as the BigCode harness's metric runs them",
-        }
+    graded = card.graded and metric == card.metric
+    if metric == card.metric:
+        description = card.metric_description
     else:
-        identity = {
-            "metric_id": f"{benchmark}.best_at_k",
-            "metric_kind": "score",
-            "evaluation_description": f"{metric}: per question the best graded score of "
-            f"{k} samples, mean over sample groups and questions",
-        }
+        description = f"pass@{k}: unbiased estimator over each {card.unit}'s samples, mean over "
+        description += f"{card.unit}s"
+        if card.graded:
+            description += "; a sample passes when it earns the full score"
+    identity = {
+        "metric_id": f"{card.benchmark}.best_at_k" if graded else "pass_at_k",
+        "metric_kind": "score" if graded else "pass_rate",
+        "evaluation_description": f"{description} ({card.semantics})",
+    }
     return {
         **identity,
         "metric_name": metric,
@@ -264,7 +271,7 @@ def generation_config(setting: Mapping[str, Any], run: Mapping[str, Any] | None)
 def _score_details(
     score: Mapping[str, Any],
     value: float,
-    counts: ProblemCounts | None,
+    measured: Scored | None,
     options: EeeOptions,
     headline: bool,
 ) -> dict[str, Any]:
@@ -274,8 +281,10 @@ def _score_details(
         uncertainty["num_samples"] = int(score["n_problems"])
     if headline and present(score.get("value_std")):
         uncertainty["standard_deviation"] = float(score["value_std"])
-    if counts is not None and counts.n:
-        interval = pass1_interval(counts, options.n_resamples, options.confidence, options.seed)
+    if headline and measured is not None and measured.problem_scores:
+        interval = bootstrap_interval(
+            measured.problem_scores, options.n_resamples, options.confidence, options.seed
+        )
         uncertainty["confidence_interval"] = {
             "lower": interval.low,
             "upper": interval.high,
@@ -293,8 +302,9 @@ def _results(
     score: Mapping[str, Any],
     setting: Mapping[str, Any],
     run: Mapping[str, Any] | None,
-    counts: ProblemCounts | None,
+    measured: Scored | None,
     options: EeeOptions,
+    card: BenchmarkCard,
 ) -> list[dict[str, Any]]:
     candidates: dict[str, Any] = {str(score["metric"]): score.get("value")}
     for name, column in SCORE_METRICS:
@@ -304,27 +314,23 @@ def _results(
     benchmark = str(score.get("benchmark"))
     data = {n: setting.get(n) for n in ("variant", "data_sha256", "limit", "benchmark_n_problems")}
     pilot = subset(setting, score.get("n_problems"))
+    counts = measured.counts if measured is not None else None
     ids = counts.task_ids if counts is not None else ()
-    source = source_data(benchmark, score.get("n_problems"), data, pilot, ids)
+    source = source_data(card, score.get("n_problems"), data, pilot, ids)
     name = f"{benchmark}/{setting.get('variant')}"
     if pilot is not None:  # a pilot is not the benchmark's evaluation: its name says so
-        name += f" (subset: {pilot} problems)"
+        name += f" (subset: {pilot} {card.unit}s)"
     generation = generation_config(setting, run)
     results = []
     for metric, value in metrics.items():
+        headline = metric == score["metric"]
         results.append(
             {
                 "evaluation_result_id": metric,
                 "evaluation_name": name,
                 "source_data": source,
-                "metric_config": metric_config(metric, benchmark),
-                "score_details": _score_details(
-                    score,
-                    value,
-                    counts if metric == "pass@1" else None,
-                    options,
-                    metric == score["metric"],
-                ),
+                "metric_config": metric_config(metric, card),
+                "score_details": _score_details(score, value, measured, options, headline),
                 "generation_config": generation,
             }
         )
@@ -369,15 +375,31 @@ def _library_version(setting: Mapping[str, Any]) -> str:
     return "unknown"
 
 
+def setting_card(setting: Mapping[str, Any], options: EeeOptions) -> BenchmarkCard:
+    """The card stored with the setting, else today's (`options.card_of`). Raises ValueError
+    when there is none: a record must say what its benchmark is."""
+    stored = setting.get("benchmark_card_json")
+    if isinstance(stored, str) and stored:
+        return card_from_json(stored)
+    card = options.card_of(str(setting.get("benchmark"))) if options.card_of else None
+    if card is None:
+        raise ValueError(
+            f"setting {str(setting.get('setting_key'))[:12]} of benchmark "
+            f"{setting.get('benchmark')!r} carries no benchmark card and none is known"
+        )
+    return card
+
+
 def score_log(
     score: Mapping[str, Any],
     setting: Mapping[str, Any],
     run: Mapping[str, Any] | None,
-    counts: ProblemCounts | None,
+    measured: Scored | None,
     options: EeeOptions,
 ) -> EeeRecord:
     """One scored setting (its `scores` row, `settings` row and the run that last wrote it;
-    `counts` from its executions for the pass@1 interval) as an EvaluationLog."""
+    `measured`: its counts, for the headline's interval over problems) as an EvaluationLog."""
+    card = setting_card(setting, options)
     model, developer = _model_info(setting)
     evaluation_id = f"{score['benchmark']}/{model['id']}/{score['setting_key']}"
     log: dict[str, Any] = {
@@ -394,10 +416,10 @@ def score_log(
         "eval_library": {
             "name": LIBRARY,
             "version": _library_version(setting),
-            "additional_details": {"semantics": "bigcode-evaluation-harness"},
+            "additional_details": {"semantics": card.semantics},
         },
         "model_info": model,
-        "evaluation_results": _results(score, setting, run, counts, options),
+        "evaluation_results": _results(score, setting, run, measured, options, card),
     }
     finished = epoch(setting.get("generation_finished_at"))
     if finished:
@@ -411,7 +433,7 @@ def score_logs(
     scores: Sequence[Mapping[str, Any]],
     settings: Sequence[Mapping[str, Any]],
     runs: Sequence[Mapping[str, Any]],
-    counts: Mapping[str, ProblemCounts],
+    measured: Mapping[str, Scored],
     options: EeeOptions,
 ) -> list[EeeRecord]:
     """Every `scores` row with its setting as a record, in setting-key order. A score whose
@@ -427,5 +449,5 @@ def score_logs(
         if not options.pilots and subset(setting, score.get("n_problems")) is not None:
             continue
         run = run_by_id.get(setting.get("run_id"))
-        out.append(score_log(score, setting, run, counts.get(score["setting_key"]), options))
+        out.append(score_log(score, setting, run, measured.get(score["setting_key"]), options))
     return out

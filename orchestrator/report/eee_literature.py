@@ -1,8 +1,11 @@
 """The literature table as Every Eval Ever records: one `documentation` record per value a
-paper reports (schema 0.3.0, the same shape as orchestrator/report/eee.py's store records).
+paper or leaderboard reports (schema 0.3.0, the same shape as orchestrator/report/eee.py's store
+records), described by the benchmark's card (its dataset, headline metric and semantics).
 
 The score is the printed percentage as a proportion; the text as printed ("44.9") travels in
-`score_details.details`, because its decimals decide which k/n could have produced it. A
+`score_details.details`, because its decimals decide which k/n could have produced it; a
+leaderboard's spread over repeated runs travels beside it (and as the standard deviation where
+it was measured over two or more groups). A
 literature model name maps to a configured model (the mapping file) and from there to its Hugging
 Face id where one is known (the store's settings, or the model's config through the caller);
 otherwise the record names the model as printed, under its family as developer.
@@ -27,8 +30,7 @@ from orchestrator.report.eee import (
     strings,
 )
 from storage.literature import LiteratureMapping, LiteratureRow
-
-METRIC = "pass@1"  # what the literature table holds (storage/literature.py)
+from workers.card import BenchmarkCard
 
 
 def source_url(source_id: str) -> str | None:
@@ -47,13 +49,22 @@ def _row_id(row: LiteratureRow) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _result(row: LiteratureRow, mapping: LiteratureMapping) -> dict[str, Any]:
-    variants = ",".join(mapping.variants)
+def _uncertainty(row: LiteratureRow, card: BenchmarkCard, n_problems: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"num_samples": n_problems}
+    groups = (row.n_samples or 0) // card.k
+    if row.spread_text and groups >= 2:  # one group reports 0: no spread was measured
+        out["standard_deviation"] = float(Decimal(row.spread_text) / 100)
+    return out
+
+
+def _result(row: LiteratureRow, mapping: LiteratureMapping, card: BenchmarkCard) -> dict[str, Any]:
+    variants = ",".join(mapping.variants or card.reported_variants)
+    n_problems = mapping.n_problems or card.n_problems
     return {
-        "evaluation_result_id": METRIC,
-        "evaluation_name": f"{mapping.benchmark}/{variants}",
-        "source_data": source_data(mapping.benchmark, mapping.n_problems, {"variant": variants}),
-        "metric_config": metric_config(METRIC, mapping.benchmark),
+        "evaluation_result_id": card.metric,
+        "evaluation_name": f"{card.benchmark}/{variants}",
+        "source_data": source_data(card, n_problems, {"variant": variants}),
+        "metric_config": metric_config(card.metric, card),
         "score_details": {
             "score": float(Decimal(row.score_text) / 100),
             "details": strings(
@@ -61,9 +72,10 @@ def _result(row: LiteratureRow, mapping: LiteratureMapping) -> dict[str, Any]:
                     "score_pct_as_printed": row.score_text,
                     "decimals": row.decimals,
                     "n_samples": row.n_samples,
+                    "std_pct_as_printed": row.spread_text or None,
                 }
             ),
-            "uncertainty": {"num_samples": mapping.n_problems},
+            "uncertainty": _uncertainty(row, card, n_problems),
         },
         # What the paper says about its setting is free text: the schema's arguments stay empty.
         "generation_config": {
@@ -76,14 +88,19 @@ def _result(row: LiteratureRow, mapping: LiteratureMapping) -> dict[str, Any]:
 
 
 def literature_log(
-    row: LiteratureRow, mapping: LiteratureMapping, repo_ids: Mapping[str, str], retrieved_at: int
+    row: LiteratureRow,
+    mapping: LiteratureMapping,
+    card: BenchmarkCard,
+    repo_ids: Mapping[str, str],
+    retrieved_at: int,
 ) -> EeeRecord:
-    """One reported value as an EvaluationLog (`retrieved_at`: Unix seconds of the export)."""
+    """One reported value of `card`'s benchmark as an EvaluationLog (`retrieved_at`: Unix
+    seconds of the export)."""
     configured = mapping.models.get(row.model)
     model_id, developer = model_identity(
         repo_ids.get(configured or ""), row.model, row.model_family
     )
-    evaluation_id = f"{mapping.benchmark}/{model_id}/literature/{_row_id(row)}"
+    evaluation_id = f"{card.benchmark}/{model_id}/literature/{_row_id(row)}"
     model: dict[str, Any] = {
         "name": row.model,
         "id": model_id,
@@ -129,17 +146,18 @@ def literature_log(
             "additional_details": {"recorded_by": "reprogrid literature table"},
         },
         "model_info": model,
-        "evaluation_results": [_result(row, mapping)],
+        "evaluation_results": [_result(row, mapping, card)],
     }
-    return EeeRecord(record_path(mapping.benchmark, model_id, developer, evaluation_id), log)
+    return EeeRecord(record_path(card.benchmark, model_id, developer, evaluation_id), log)
 
 
 def literature_logs(
     rows: Sequence[LiteratureRow],
     mapping: LiteratureMapping,
+    card: BenchmarkCard,
     repo_ids: Mapping[str, str],
     retrieved_at: int,
 ) -> list[EeeRecord]:
-    """Every literature row as a record, in file order; `repo_ids` maps configured model names
-    to their Hugging Face ids."""
-    return [literature_log(row, mapping, repo_ids, retrieved_at) for row in rows]
+    """Every literature row of `card`'s benchmark as a record, in file order; `repo_ids` maps
+    configured model names to their Hugging Face ids."""
+    return [literature_log(row, mapping, card, repo_ids, retrieved_at) for row in rows]

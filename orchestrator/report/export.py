@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from orchestrator.analysis.intervals import ProblemCounts, problem_counts
+from orchestrator.report.data import ReportOptions
 from orchestrator.report.eee import EeeOptions, EeeRecord, model_identity, score_logs, subset
 from orchestrator.report.eee_literature import literature_logs
 from orchestrator.report.grid import read_frame
-from storage.literature import LiteratureMapping, LiteratureRow
+from orchestrator.report.published import Published, literature_of, store_cards
+from orchestrator.report.scored import Scored, scored
 from storage.store import Store
+from workers.scoring import ProblemCounts
 
 SCORES_DIR = "scores"
 LITERATURE_DIR = "literature"
@@ -39,8 +41,10 @@ def parse_format(value: str) -> ExportFormat:
 
 @dataclass(frozen=True)
 class LiteratureSource:
-    rows: Sequence[LiteratureRow]
-    mapping: LiteratureMapping
+    """Where each benchmark's published values come from: its card's, or the user's
+    (`options.literature_path` / `mapping_path`, as the report reads them)."""
+
+    options: ReportOptions
     repo_id_of: Callable[[str], str | None]  # configured model name -> its Hugging Face id
 
 
@@ -50,17 +54,24 @@ class ExportSummary:
     scores: tuple[str, ...]  # files written, relative to `out`
     literature: tuple[str, ...]
     pilots_left_out: int = 0  # scored pilots not written (EeeOptions.pilots=False)
+    notes: tuple[str, ...] = ()  # benchmarks whose published values could not be read, ...
 
 
 def problem_counts_of(store: Store, keys: Sequence[str]) -> dict[str, ProblemCounts]:
-    """Samples and passes per problem of each pass@1 setting (its bootstrap interval)."""
+    """Samples and passes per problem of each of the settings `keys` that has them (their
+    stored counts, or derived once from the executions: report/scored.py)."""
+    scores = store.read_table("scores", keys).to_pylist()
     out = {}
-    for key in keys:
-        shard = store.read_shard("executions", key)
-        if shard is not None and shard.num_rows:
-            rows = shard.select(["task_id", "passed"]).to_pydict()
-            out[key] = problem_counts(rows["task_id"], rows["passed"])
+    for row in scores:
+        counts = scored(store, row).counts
+        if counts is not None and counts.n:
+            out[str(row["setting_key"])] = counts
     return out
+
+
+def _measured(store: Store, scores: Sequence[dict]) -> dict[str, Scored]:
+    """The counts behind each score (the headline's interval, a pilot's problems)."""
+    return {s["setting_key"]: scored(store, s) for s in scores}
 
 
 def _pilots(scores: Sequence[dict], settings: Sequence[dict]) -> int:
@@ -87,14 +98,17 @@ def _write(records: Sequence[EeeRecord], root: Path) -> tuple[str, ...]:
     return tuple(written)
 
 
-def _repo_ids(settings: Sequence[dict], literature: LiteratureSource) -> dict[str, str]:
+def _repo_ids(
+    settings: Sequence[dict], parts: Sequence[Published], literature: LiteratureSource
+) -> dict[str, str]:
     """Configured model name -> Hugging Face id: the store's settings first, then config."""
     ids = {}
     for row in settings:
         model_id, developer = model_identity(row.get("model_repo_id"), str(row["model_name"]), "")
         if developer is None:
             ids[str(row["model_name"])] = model_id
-    for name in set(literature.mapping.models.values()) - set(ids):
+    mapped = {name for p in parts for name in p.mapping.models.values()}
+    for name in mapped - set(ids):
         repo = literature.repo_id_of(name)
         if repo is not None:
             ids[name] = repo
@@ -108,21 +122,29 @@ def export_eee(
     literature: LiteratureSource | None,
     retrieved_at: int,
 ) -> ExportSummary:
-    """Write every scored setting of `store` (and, unless `literature` is None, every
-    literature row) as Every Eval Ever records under `out`. `retrieved_at` (Unix seconds) stamps
-    the literature records; a store record carries its setting's own time."""
+    """Write every scored setting of `store` (and, unless `literature` is None, the published
+    values of each of its benchmarks, by their cards) as Every Eval Ever records under `out`.
+    `retrieved_at` (Unix seconds) stamps the literature records; a store record carries its
+    setting's own time."""
     root = Path(out)
     scores = read_frame(store, "scores").to_dict("records")
-    settings = read_frame(store, "settings").to_dict("records")
+    frame = read_frame(store, "settings")
+    settings = frame.to_dict("records")
     runs = read_frame(store, "runs").to_dict("records")
-    pass1 = [s["setting_key"] for s in scores if s.get("metric") == "pass@1"]
-    records = score_logs(scores, settings, runs, problem_counts_of(store, pass1), options)
+    records = score_logs(scores, settings, runs, _measured(store, scores), options)
     written = _write(records, root / SCORES_DIR)
     cited: tuple[str, ...] = ()
+    notes: list[str] = []
     if literature is not None:
-        repo_ids = _repo_ids(settings, literature)
-        rows = literature_logs(literature.rows, literature.mapping, repo_ids, retrieved_at)
-        cited = _write(rows, root / LITERATURE_DIR)
-    return ExportSummary(
-        str(root), written, cited, 0 if options.pilots else _pilots(scores, settings)
-    )
+        cards, notes = store_cards(frame, literature.options)
+        parts = literature_of(cards, literature.options)
+        notes += [p.problem for p in parts if p.problem is not None]
+        repo_ids = _repo_ids(settings, parts, literature)
+        logs = [
+            log
+            for p in parts
+            for log in literature_logs(p.rows, p.mapping, p.card, repo_ids, retrieved_at)
+        ]
+        cited = _write(logs, root / LITERATURE_DIR)
+    left_out = 0 if options.pilots else _pilots(scores, settings)
+    return ExportSummary(str(root), written, cited, left_out, tuple(notes))

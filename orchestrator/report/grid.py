@@ -4,36 +4,28 @@
 one it claims (`claimed_backend`), so the import lines up with the run it reproduces;
 `generated_by` is what the store ran (`replay` for an import).
 
-A setting's score (`score_pct`) is its headline metric in percent. pass@1 is recomputed from
-the executions table (the source of truth: unbiased pass@1 per problem, mean over problems,
-exact) and carries a bootstrap interval; other metrics (InfiBench's best@10) and settings
-without executions take the scores table's value, without an interval.
+A setting's score (`score_pct`) is its headline metric in percent, read from the exact counts
+the scores table stores (report/scored.py: pass@1 as its count k/(problems x samples); a graded
+score such as InfiBench's best@10 as the value the benchmark computed, with its std over sample
+groups), and carries a bootstrap interval over its per-problem scores. For a row written before
+the counts were stored they are derived once from the executions (`counts_from`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 import pandas as pd
 
 from orchestrator.analysis.effects import template_kind
-from orchestrator.analysis.intervals import (
-    ProblemCounts,
-    exact_pass1,
-    pass1_interval,
-    problem_counts,
-)
-from orchestrator.analysis.literature import SettingScore
+from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.data import OwnTemplateLookup, ReportOptions
-from storage.literature import (
-    LiteratureMapping,
-    load_default_mapping,
-    load_literature_mapping,
-)
+from orchestrator.report.scored import scored
 from storage.store import Store
+from workers.scoring import ProblemCounts
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +46,8 @@ GRID_COLUMNS = (
     "score_pct",
     "ci_low_pct",
     "ci_high_pct",
+    "std_pct",
+    "n_groups",
     "n_problems",
     "subset",
     "n_passed",
@@ -68,19 +62,17 @@ GRID_COLUMNS = (
     "model_size_b",
     "benchmark_n_problems",
     "template_kind_from",
+    "counts_from",
     "setting_key",
 )
 # Where a row's template kind came from: stored at run time, or (stores written before reprogrid
 # stored it) from today's model config, or by name when the model's config is gone.
 KIND_STORED, KIND_CONFIG, KIND_BY_NAME = "store", "model config", "template name"
+# Where a row's counts came from: the scores row, or derived from the executions (older rows).
+COUNTS_STORED, COUNTS_DERIVED = "scores", "executions"
 
 # ---------------------------------------------------------------------------------------------
 # Inputs
-
-
-def load_mapping(path: str | None = None) -> LiteratureMapping:
-    """The literature-name -> model-name mapping (default: the shipped one)."""
-    return load_literature_mapping(path) if path else load_default_mapping()
 
 
 def own_templates(model_names: Sequence[str], lookup: OwnTemplateLookup) -> dict[str, str | None]:
@@ -101,28 +93,34 @@ def read_frame(store: Store, table: str) -> pd.DataFrame:
 # The grid
 
 
-def _pass1(
+def _measured(
     store: Store,
-    key: str,
     score: Mapping[str, Any],
     options: ReportOptions,
     counts_out: dict[str, ProblemCounts] | None = None,
 ) -> dict:
-    shard = store.read_shard("executions", key) if score.get("metric") == "pass@1" else None
-    if shard is None or shard.num_rows == 0:
-        value = score.get("value")
-        exact = Fraction(value).limit_denominator(10**9) if value is not None else None
-        return {"exact": exact, "ci_low_pct": None, "ci_high_pct": None}
-    rows = shard.select(["task_id", "passed"]).to_pydict()
-    counts = problem_counts(rows["task_id"], rows["passed"])
-    if counts_out is not None:
-        counts_out[key] = counts
-    interval = pass1_interval(counts, options.n_resamples, options.confidence, options.seed)
-    return {
-        "exact": exact_pass1(counts),
-        "ci_low_pct": 100 * interval.low,
-        "ci_high_pct": 100 * interval.high,
+    """A setting's exact headline, its interval over problems and its spread over groups.
+    `counts_out`, when given, receives the setting's per-problem counts (for the paired
+    tests)."""
+    counted = scored(store, score)
+    pass1 = score.get("metric") == "pass@1"
+    if counts_out is not None and pass1 and counted.counts is not None and counted.counts.n:
+        counts_out[str(score["setting_key"])] = counted.counts
+    out: dict[str, Any] = {
+        "exact": counted.exact,
+        "ci_low_pct": None,
+        "ci_high_pct": None,
+        "counts_from": COUNTS_DERIVED if counted.derived else COUNTS_STORED,
     }
+    if counted.problem_scores:
+        interval = bootstrap_interval(
+            counted.problem_scores, options.n_resamples, options.confidence, options.seed
+        )
+        out.update(ci_low_pct=100 * interval.low, ci_high_pct=100 * interval.high)
+    std: Any = score.get("value_std")
+    details = json.loads(score["details"]) if present(score.get("details")) else {}
+    out.update(std_pct=100 * float(std) if present(std) else None, n_groups=details.get("n_groups"))
+    return out
 
 
 def present(value: Any) -> bool:
@@ -166,6 +164,9 @@ def _grid_row(setting: dict, score: dict, own: str | None, measured: dict) -> di
         score_pct=float(exact * 100) if exact is not None else None,
         ci_low_pct=measured["ci_low_pct"],
         ci_high_pct=measured["ci_high_pct"],
+        std_pct=measured["std_pct"],
+        n_groups=measured["n_groups"],
+        counts_from=measured["counts_from"],
         n_problems=score.get("n_problems"),
         n_passed=score.get("n_passed"),
         n_prompt_truncated=score.get("n_prompt_truncated"),
@@ -183,9 +184,9 @@ def grid_frame(
     options: ReportOptions,
     counts: dict[str, ProblemCounts] | None = None,
 ) -> pd.DataFrame:
-    """One row per complete setting with a score; column `exact` holds pass@1 as a Fraction.
-    `counts`, when given, receives each pass@1 setting's per-problem counts (read once here,
-    for the paired tests)."""
+    """One row per complete setting with a score; column `exact` holds the headline exactly (a
+    Fraction: pass@1 as its count, a graded score as its float). `counts`, when given,
+    receives each setting's per-problem counts (read once here, for the paired tests)."""
     scores = {r["setting_key"]: r for r in read_frame(store, "scores").to_dict("records")}
     complete = settings[settings["status"] == "complete"] if len(settings) else settings
     names = sorted(set(complete["model_name"])) if len(complete) else []
@@ -196,7 +197,7 @@ def grid_frame(
         if key not in scores:
             logger.warning("setting %s is complete but has no score: left out", key[:12])
             continue
-        measured = _pass1(store, key, scores[key], options, counts)
+        measured = _measured(store, scores[key], options, counts)
         rows.append(_grid_row(setting, scores[key], own.get(setting["model_name"]), measured))
     frame = pd.DataFrame(rows, columns=[*GRID_COLUMNS, "exact"])
     if frame.empty:
@@ -204,7 +205,7 @@ def grid_frame(
     frame["_p"] = frame["precision"].map(lambda p: PRECISION_RANK.get(p, 9))
     frame["_t"] = frame["template_kind"].map(lambda t: f"{t != 'own'}{t}")
     frame = frame.sort_values(
-        ["model_name", "_t", "decoding", "max_length", "_p", "backend", "setting_key"]
+        ["model_name", "benchmark", "_t", "decoding", "max_length", "_p", "backend", "setting_key"]
     )
     return frame.drop(columns=["_p", "_t"]).reset_index(drop=True)
 
@@ -220,34 +221,3 @@ def setting_label(row: Mapping[str, Any]) -> str:
     """Template, decoding, max length, precision, backend: "own(deepseek) greedy 2048 bf16 hf"."""
     axes = (row["decoding"], row["max_length"], row["precision"], row["backend"])
     return " ".join([template_label(row), *map(str, axes)])
-
-
-def setting_scores(grid: pd.DataFrame, mapping: LiteratureMapping) -> list[SettingScore]:
-    """The grid rows of the benchmark the literature describes (pass@1), every variant: those
-    of the mapping's variants answer a reported value, the others are its variant counterpart.
-    A row's benchmark total is what the store recorded, else the literature's problem count: a
-    setting over fewer problems is a pilot, which the join never gives a verdict. `rank` is
-    the row's position in the grid (the order that breaks ties between equal matches)."""
-    out = []
-    for rank, row in enumerate(grid.to_dict("records")):
-        if row["benchmark"] != mapping.benchmark:
-            continue
-        if row["metric"] != "pass@1" or row["exact"] is None:
-            continue
-        total = row["benchmark_n_problems"]
-        out.append(
-            SettingScore(
-                key=row["setting_key"],
-                model_name=row["model_name"],
-                model_family=row["model_family"] or "",
-                model_size_b=row["model_size_b"],
-                tuning=row["model_tuning"],
-                label=setting_label(row),
-                score=row["exact"],
-                n_problems=int(row["n_problems"] or mapping.n_problems),
-                n_problems_total=int(total) if present(total) else mapping.n_problems,
-                variant=str(row["variant"]),
-                rank=rank,
-            )
-        )
-    return out

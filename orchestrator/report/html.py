@@ -116,7 +116,7 @@ def html_table(
     name = table.name
     if frame.empty:
         return f'<p class="empty">{html.escape(table.empty_reason or "(none)")}</p>'
-    cols = shown_columns(frame, name, group_by)
+    cols = shown_columns(frame, name, group_by, table.frame)
     head = "".join(f"<th>{_head(name, c)}</th>" for c in cols)
     body = []
     for i, (index, record) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True)):

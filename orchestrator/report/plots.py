@@ -88,8 +88,9 @@ def literature_labels(models: Sequence[ModelLiterature]) -> list[Label]:
     return labels
 
 
-def literature_figure(models: Sequence[ModelLiterature]) -> bytes | None:
-    """`models`: per model its scores and reported values. None when no model has one."""
+def literature_figure(models: Sequence[ModelLiterature], metric: str = "score") -> bytes | None:
+    """`models`: per model its scores and reported values; `metric` names the x axis (the
+    cards' headline, report/wording.py). None when no model has one."""
     models = [m for m in models if m.reported]
     if not models:
         return None
@@ -121,7 +122,7 @@ def literature_figure(models: Sequence[ModelLiterature]) -> bytes | None:
     ax.set_yticks([ys[m.model_name] for m in models], [m.model_name for m in models])
     ax.set_ylim(y, 0)
     ax.set_xlim(*_x_range(models))
-    ax.set_xlabel("pass@1 (%)")
+    ax.set_xlabel(f"{metric} (%)")
     ax.set_title("Reported values (value and source) against the measured settings")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(
@@ -228,7 +229,7 @@ def _limits(panels: Sequence[Panel]) -> tuple[float, float]:
     return low - pad, high + pad
 
 
-def effects_figure(pairs: Sequence[EffectPair]) -> bytes | None:
+def effects_figure(pairs: Sequence[EffectPair], metric: str = "score") -> bytes | None:
     """One panel per analysed axis, on one y scale. None when the store has no pairs."""
     panels = effects_layout(pairs)
     if not panels:
@@ -241,7 +242,7 @@ def effects_figure(pairs: Sequence[EffectPair]) -> bytes | None:
     low, high = _limits(panels)
     for i, panel in enumerate(panels):
         ax = figure.add_subplot(grid[0, i])
-        _draw_panel(ax, panel, palette, first=i == 0)
+        _draw_panel(ax, panel, palette, metric if i == 0 else None)
         ax.set_ylim(low, high)
         if i:
             ax.tick_params(labelleft=False)
@@ -268,7 +269,8 @@ def _legend(figure: Figure) -> tuple[list, list[str]]:
     return handles, names
 
 
-def _draw_panel(ax, panel: Panel, palette: dict[str, str], first: bool) -> None:
+def _draw_panel(ax, panel: Panel, palette: dict[str, str], metric: str | None) -> None:
+    """One axis's bars; `metric`: the y label, on the first panel only."""
     for j, bar in enumerate(panel.bars):
         for value, offset, colour, group in (
             (bar.mean_all_pp, -0.19, "#4575b4", "all"),
@@ -312,5 +314,5 @@ def _draw_panel(ax, panel: Panel, palette: dict[str, str], first: bool) -> None:
     )
     ax.set_xlim(-0.7, len(panel.bars) - 0.3)
     ax.set_title(f"{panel.axis} (baseline {panel.baseline})", fontsize=10)
-    ax.set_ylabel("change in pass@1 (percentage points)" if first else "")
+    ax.set_ylabel(f"change in {metric} (percentage points)" if metric else "")
     ax.grid(axis="y", alpha=0.3)

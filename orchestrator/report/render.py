@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from orchestrator.report import plots
+from orchestrator.report import plots, wording
 from orchestrator.report.display import (
     cell_text,
     description,
@@ -53,7 +53,7 @@ FIGURES = {
 
 def _md_columns(frame: pd.DataFrame, table: ReportTable) -> list[str]:
     details = [c for c in display_of(table.name).details if c in frame.columns]
-    return shown_columns(frame, table.name, table.group_by) + details
+    return shown_columns(frame, table.name, table.group_by, table.frame) + details
 
 
 def _md_table(table: ReportTable, frame: pd.DataFrame) -> str:
@@ -167,9 +167,10 @@ def parse_formats(text: str | Sequence[str]) -> list[str]:
 
 
 def figures(data: ReportData) -> dict[str, bytes]:
+    metric = wording.metric_label(data.cards)
     makers: dict[str, Callable[[], bytes | None]] = {
-        "literature": lambda: plots.literature_figure(data.literature_figure),
-        "effects": lambda: plots.effects_figure(data.effect_pairs),
+        "literature": lambda: plots.literature_figure(data.literature_figure, metric),
+        "effects": lambda: plots.effects_figure(data.effect_pairs, metric),
     }
     return {name: png for name, make in makers.items() if (png := make()) is not None}
 

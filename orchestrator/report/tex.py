@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from orchestrator.report import wording
 from orchestrator.report.display import (
     INTERVAL_TABLES,
     display_of,
@@ -30,6 +31,7 @@ from orchestrator.report.display import (
     interval_note,
     is_missing,
     notes_after,
+    phrases,
     shown_columns,
     title,
     value_and_interval,
@@ -53,7 +55,9 @@ class TexTable:
 
     file: str  # the snippet's file stem (tex/<file>.tex)
     table: str  # the report table it shows (ReportTable.name)
-    description: str  # what the standalone document says above it (plain text, no markup)
+    # what the standalone document says above it (plain text, no markup; `{metric}` and the
+    # other display.phrases are filled from the store's benchmark cards)
+    description: str
     columns: tuple[str, ...] | None = None  # None: the columns md and html show
     headers: Mapping[str, str] = field(default_factory=dict)  # column -> printed header
     long: bool = False  # a longtable, which breaks across pages (an appendix table)
@@ -68,7 +72,7 @@ ANSWER_HEADERS = {
     "source_id": "source",
     "verdict_detail": "verdict",
     "max_length": "max length",
-    "score_pct": "pass@1 % [CI]",
+    "score_pct": "{metric} % [CI]",
     "gap_pp": "gap (pp)",
     "setting_key": "setting",
 }
@@ -76,13 +80,12 @@ TEX_TABLES: tuple[TexTable, ...] = (
     TexTable(
         "answers",
         "answers",
-        "One row per value a paper reports for a model of this store: the verdict "
-        "(reproduced by N settings: a setting's pass@1 rounds or truncates to the value at "
-        "its printed decimals; tuning or variant confusion: only the other tuning's model, "
-        "or the model's other benchmark variant, reproduces it; near: within one problem; "
-        "not reproduced; only a pilot subset), and the setting that best explains the value, "
-        "with its pass@1, interval and gap (setting minus reported, percentage points). A "
-        "value no k/164 gives says so under its row.",
+        "One row per value a paper or leaderboard reports for a model of this store: the "
+        "verdict (reproduced by N settings: {reproduced}; tuning or variant confusion: only "
+        "the other tuning's model, or the model's other benchmark variant, reproduces it; "
+        "near: {near}; not reproduced; only a pilot subset), and the setting that best "
+        "explains the value, with its {metric}, interval and gap (setting minus reported, "
+        "percentage points). A note under a row says how its value was judged.",
         headers=ANSWER_HEADERS,
     ),
     TexTable(
@@ -111,7 +114,7 @@ TEX_TABLES: tuple[TexTable, ...] = (
     TexTable(
         "scores",
         "scores_pivot",
-        "pass@1 (percent) per model, template, decoding and maximum length (rows) and "
+        "{metric} ({scale}) per model, template, decoding and maximum length (rows) and "
         "precision (columns), like the study's Table 2, each with its interval; a cell of "
         "several settings shows their mean.",
         headers={"max_length": "max length", "n_samples": "samples", "n_problems": "problems"},
@@ -139,7 +142,7 @@ TEX_TABLES: tuple[TexTable, ...] = (
     TexTable(
         "grid",
         "grid",
-        "Every complete setting with its pass@1 and interval, the number of problems, and "
+        "Every complete setting with its {metric} and interval, the number of problems, and "
         "the samples whose prompt was truncated or that hit the length limit.",
         columns=_cols(
             "template decoding max_length precision backend n_samples score_pct n_problems "
@@ -148,7 +151,7 @@ TEX_TABLES: tuple[TexTable, ...] = (
         headers={
             "max_length": "max length",
             "n_samples": "samples",
-            "score_pct": "pass@1 % [CI]",
+            "score_pct": "{metric} % [CI]",
             "n_problems": "problems",
             "n_prompt_truncated": "truncated",
             "n_hit_length_limit": "length limit",
@@ -201,7 +204,7 @@ def _columns(entry: TexTable, table: ReportTable) -> list[str]:
     present = frame.loc[:, frame.notna().any(axis=0)] if len(frame) else frame
     if entry.columns is not None:
         return [c for c in entry.columns if c in present.columns]
-    return shown_columns(present, table.name, table.group_by)
+    return shown_columns(present, table.name, table.group_by, table.frame)
 
 
 def _spec(frame: pd.DataFrame, table: ReportTable, column: str) -> str:
@@ -277,9 +280,10 @@ def _body(table: ReportTable, cols: list[str]) -> list[str]:
     return lines
 
 
-def _header(entry: TexTable, table: ReportTable, column: str) -> str:
+def _header(entry: TexTable, table: ReportTable, column: str, metric: str) -> str:
+    """`metric`: the headline's name a header may say ({metric}, report/wording.py)."""
     text = entry.headers.get(column) or header(table.name, column).replace("_", " ")
-    return tex_escape(text)
+    return tex_escape(text.format(metric=metric))
 
 
 def snippet(entry: TexTable, data: ReportData) -> str:
@@ -292,7 +296,8 @@ def snippet(entry: TexTable, data: ReportData) -> str:
     spec = "".join(_spec(table.frame, table, c) for c in cols)
     env = "longtable" if entry.long else "tabular"
     needs = ", ".join((*PACKAGES, *(LONG_PACKAGES if entry.long else ())))
-    head = " & ".join(_header(entry, table, c) for c in cols) + r" \\"
+    metric = wording.metric_label(data.cards)
+    head = " & ".join(_header(entry, table, c, metric) for c in cols) + r" \\"
     lines = [
         f"% reprogrid report: {tex_escape(title(table.name))} (needs {needs})",
         rf"\begin{{{env}}}{{@{{}}{spec}@{{}}}}",
@@ -329,7 +334,7 @@ FIT = r"""\newsavebox{\reprogridbox}
 
 
 def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) -> list[str]:
-    text = entry.description
+    text = entry.description.format(**phrases(data.cards))
     if entry.table in INTERVAL_TABLES:
         text += " " + interval_note(data)
     path = f"{SNIPPET_DIR}/{entry.file}"

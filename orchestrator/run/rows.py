@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.analysis.metrics import pass_at_k
 from storage.schema import SettingStatus
 from workers.benchmarks.base import ScoreSummary
 from workers.keys import canonical_json, engine_key, setting_fields
+from workers.scoring import setting_counts
 from workers.spec import (
     ExecutionRecord,
     Outcome,
@@ -31,6 +31,7 @@ class SettingFacts:
     template_kind: str  # "own" when the template is the model's own format, else its name
     n_problems: int  # problems the setting covers
     benchmark_n_problems: int  # problems the benchmark holds (more: the setting is a pilot)
+    card_json: str | None = None  # the benchmark's card (workers/card.py), canonical JSON
 
 
 def setting_row(
@@ -93,6 +94,7 @@ def setting_row(
             template_kind=facts.template_kind,
             n_problems=facts.n_problems,
             benchmark_n_problems=facts.benchmark_n_problems,
+            benchmark_card_json=facts.card_json,
         )
     row.update(provenance or {})
     return row
@@ -223,28 +225,23 @@ def score_row(
     executions: Sequence[Mapping[str, Any]],
     summary: ScoreSummary | None = None,
 ) -> dict[str, Any]:
-    """pass@k over problems (every problem counted, including those with no passing sample).
-    `summary` (a benchmark's own headline) replaces the pass@1 headline, e.g. InfiBench's
-    best@10; its details are merged into the row's `details`."""
-    n_by_task: dict[str, int] = defaultdict(int)
-    c_by_task: dict[str, int] = defaultdict(int)
-    for row in executions:
-        n_by_task[row["task_id"]] += 1
-        c_by_task[row["task_id"]] += int(bool(row["passed"]))
-    tasks = sorted(n_by_task)
-    scores = pass_at_k([n_by_task[t] for t in tasks], [c_by_task[t] for t in tasks])
+    """pass@k over problems (every problem counted, including those with no passing sample)
+    and the exact counts behind it (workers/scoring.py). `summary` (a benchmark's own
+    headline) replaces the pass@1 headline, e.g. InfiBench's best@10, and its per-problem
+    scores; its details are merged into the row's `details`."""
+    counts = setting_counts([r["task_id"] for r in executions], [r["passed"] for r in executions])
     row = {
         "setting_key": key,
         "benchmark": setting.benchmark.name,
         "metric": "pass@1",
-        "value": scores.get(1),
+        "value": counts.pass_at.get(1),
         "value_std": None,
-        "n_problems": len(tasks),
+        "n_problems": len(counts.counts.task_ids),
         "n_samples": setting.n_samples,
-        "n_passed": sum(c_by_task.values()),
-        "pass_at_1": scores.get(1),
-        "pass_at_10": scores.get(10),
-        "pass_at_100": scores.get(100),
+        **counts.columns(),
+        "pass_at_1": counts.pass_at.get(1),
+        "pass_at_10": counts.pass_at.get(10),
+        "pass_at_100": counts.pass_at.get(100),
         **_flag_counts(generations, executions),
         "details": json.dumps(
             {"outcomes": _count(r["outcome"] for r in executions)}, sort_keys=True
@@ -254,6 +251,7 @@ def score_row(
     if summary is not None:
         details = json.loads(row["details"])
         details.update(json.loads(summary.details_json or "{}"))
+        own = dict(summary.problem_scores)
         row.update(
             metric=summary.metric,
             value=summary.value,
@@ -261,6 +259,7 @@ def score_row(
             n_problems=summary.n_problems,
             n_unscorable=summary.n_unscorable,
             details=json.dumps(details, sort_keys=True),
+            problem_scores=[own[t] for t in row["problem_ids"]] if own else None,
         )
     return row
 

@@ -117,15 +117,16 @@ class StoreWriter:
         self.store.write_rows("settings", key, [row])
 
     def _facts(self, setting: SettingSpec) -> SettingFacts | None:
-        """Run-time facts of a setting: its problems (of the benchmark's) and template kind."""
+        """Run-time facts of a setting: its problems (of the benchmark's), template kind and
+        the benchmark's card."""
         benchmark = self.benchmarks.get(setting.benchmark.name)
         if benchmark is None:
             return None
         ids = benchmark.problem_ids()
-        kind = get_benchmark(setting.benchmark.name).template_kind(
-            setting.template, setting.engine.model
-        )
-        return SettingFacts(kind, len(setting.benchmark.select(ids)), len(ids))
+        definition = get_benchmark(setting.benchmark.name)
+        kind = definition.template_kind(setting.template, setting.engine.model)
+        selected = len(setting.benchmark.select(ids))
+        return SettingFacts(kind, selected, len(ids), definition.card.to_json())
 
     def skipped(self, key: str, setting: SettingSpec, reason: str) -> None:
         self._write(key, setting, SettingStatus.SKIPPED, reason=reason)

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.cli.report import card_from_registry
 
 # Python/0's prompt is 530 tiny-tokenizer tokens under `instruct`: over the 512 limit, so it is
 # not generated from; Python/1 (482) is. Five samples in one generate call (--batch_size 5).
@@ -99,7 +100,7 @@ def test_export_import_and_compare_a_run_with_a_prompt_at_the_limit(env, capsys,
     from orchestrator.report.build import build_report
     from orchestrator.report.data import ReportOptions
 
-    report = build_report(str(store), ReportOptions(n_resamples=200))
+    report = build_report(str(store), ReportOptions(card_of=card_from_registry, n_resamples=200))
     grid = report.table("grid").set_index("setting_key")
     assert grid.loc[ikey, "backend"] == "hf" and grid.loc[ikey, "generated_by"] == "replay"
     pivot = report.table("scores_pivot")

@@ -23,7 +23,8 @@ FIXTURES = Path(__file__).resolve().parent / "layering_fixtures"
 PACKAGES = ("orchestrator", "workers", "storage")
 HEAVY = frozenset({"torch", "transformers", "vllm", "bitsandbytes", "accelerate"})
 # What the analysis wing may import: pure standard-library modules, numpy, the orchestrator's
-# errors, itself, and the contract types (keys, specs, literature rows).
+# errors, itself, and the contract types (keys, specs, the benchmark card, the scoring module,
+# literature rows).
 ANALYSIS_ALLOWED = frozenset(
     {
         "__future__",
@@ -47,6 +48,8 @@ ANALYSIS_ALLOWED = frozenset(
         "orchestrator.analysis",
         "workers.keys",
         "workers.spec",
+        "workers.card",
+        "workers.scoring",
         "storage.literature",
     }
 )
@@ -73,6 +76,8 @@ RUN_WORKERS_ALLOWED = frozenset(
     {
         "workers.spec",
         "workers.keys",
+        "workers.card",
+        "workers.scoring",
         "workers.tasks",
         "workers.benchmarks.base",
         "workers.benchmarks.registry",

@@ -198,6 +198,7 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel):
         "sweeps/grid/paper60.yaml",
         "storage/data/humanevalfix-python.csv",
         "storage/data/humanevalfix-mapping.yaml",
+        "storage/data/infibench-mapping.yaml",
     ):
         assert data in names
 

@@ -2,10 +2,11 @@
 
 A benchmark has two faces. Its `BenchmarkDefinition` is what planning needs before any data is
 loaded: its name, the variants and template values it accepts, how the `own` template resolves
-for a model, which settings it cannot score (planned out as skip rows), and how to load its
-problems. `load` returns a `Benchmark`: the problems bound to the code that turns a setting into
-generation requests, generations into scored samples, and execution rows into the setting's
-headline score. The loaded benchmark is shipped to Ray workers once per grid.
+for a model, which settings it cannot score (planned out as skip rows), how to load its
+problems, and its card (workers/card.py: what the report reads about it). `load` returns a
+`Benchmark`: the problems bound to the code that turns a setting into generation requests,
+generations into scored samples, and execution rows into the setting's headline score. The
+loaded benchmark is shipped to Ray workers once per grid.
 
 Each benchmark lives in its own folder `workers/benchmarks/<name>/` and is named once in
 `workers/benchmarks/registry.py`; nothing else in the project branches on a benchmark's name
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from workers.card import BenchmarkCard
 from workers.spec import (
     ExecutionRecord,
     Generation,
@@ -58,6 +60,9 @@ class ScoreSummary:
     n_problems: int
     n_unscorable: int  # problems that could not be scored here (e.g. a missing toolchain)
     details_json: str  # JSON object: breakdowns, merged into the scores row's `details`
+    # Each problem's part of the headline (task id, score; InfiBench: the mean of its group
+    # bests), stored as the scores row's `problem_scores` (the report's interval over problems).
+    problem_scores: tuple[tuple[str, float], ...] = ()
 
 
 @runtime_checkable
@@ -129,6 +134,12 @@ class BenchmarkDefinition(Protocol):
     @property
     def templates(self) -> tuple[str, ...]:
         """Valid values of `template`, "own" (the model's own format) included."""
+        ...
+
+    @property
+    def card(self) -> BenchmarkCard:
+        """What a reader of its results needs (dataset, headline metric and scale, literature,
+        how a reported value is matched): stored with every setting, read by the report."""
         ...
 
     def template_note(self, template: str) -> str | None:

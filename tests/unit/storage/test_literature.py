@@ -4,14 +4,27 @@ import pytest
 
 from storage.literature import (
     COLUMNS,
+    FORMATS,
     LiteratureError,
-    load_default_literature,
+    LocationError,
     load_literature,
+    parse_leaderboard,
     parse_literature,
+    parse_literature_as,
+    parse_literature_mapping,
+    read_location,
 )
+from workers.benchmarks.humanevalfix.definition import CARD as HUMANEVALFIX
+from workers.benchmarks.infibench.definition import CARD as INFIBENCH
+from workers.card import LiteratureFormat
 
 HEADER = ",".join(COLUMNS)
 GOOD = "CodeLlama-13B,CodeLlama,13,base,6.1,arXiv:2405.04324,Granite,Table 11,greedy,primary-source"
+
+
+def load_default_literature():
+    """HumanEvalFix's published values: the file its card names (shipped in storage/data/)."""
+    return parse_literature(*read_location(HUMANEVALFIX.literature, None))
 
 
 def test_the_shipped_table_loads_with_the_printed_text():
@@ -141,10 +154,11 @@ def test_the_mapping_loads_and_checks(tmp_path):
     path.write_text('variants: [tests, docs]\nmodels:\n  "CodeLlama 13B": codellama-13b-base\n')
     mapping = load_literature_mapping(path)
     assert mapping.models == {"CodeLlama 13B": "codellama-13b-base"}
+    # benchmark and problem count unsaid: the benchmark card's apply
     assert (mapping.benchmark, mapping.variants, mapping.n_problems) == (
-        "humanevalfix",
+        None,
         ("tests", "docs"),
-        164,
+        None,
     )
     for text, fragment in [
         ("models: [a, b]\n", "must map literature names"),
@@ -160,10 +174,77 @@ def test_the_mapping_loads_and_checks(tmp_path):
 
 
 def test_the_shipped_mapping_names_configured_models_and_literature_rows():
-    from orchestrator.report.grid import load_mapping
     from orchestrator.run.config import available
 
-    mapping = load_mapping()
+    mapping = parse_literature_mapping(*read_location(HUMANEVALFIX.mapping, None))
+    assert mapping.benchmark == "humanevalfix"
     assert set(mapping.models.values()) <= set(available("model"))
     printed = {r.model for r in load_default_literature()}
     assert set(mapping.models) <= printed
+
+
+# -- the InfiBench leaderboard: the file its card names, under the data folder -----------------
+
+
+def test_the_leaderboard_loads_from_the_data_folder(shared_data):
+    text, source = read_location(INFIBENCH.literature, str(shared_data))
+    assert source == str(shared_data / "infibench" / "leaderboard.csv")
+    rows = parse_literature_as(
+        text, source, "leaderboard", INFIBENCH.literature_source_id, INFIBENCH.literature_title
+    )
+    assert len(rows) == 119
+    by = {r.model: r for r in rows}
+    gpt4 = by["GPT-4-0613"]
+    assert (gpt4.score_text, gpt4.spread_text, gpt4.n_samples) == ("70.64", "0.82", 30)
+    assert gpt4.source_id == "arXiv:2404.07940" and gpt4.tuning == "instruct"
+    assert "sampling (0.2,0.9)" in gpt4.setting_notes
+    coder = by["deepseek-coder-6.7b-instruct"]
+    assert (coder.size_b, coder.model_family, coder.score_text) == (
+        "6.7",
+        "DeepSeek Coder",
+        "53.25",
+    )
+    assert by["deepseek-coder-33b-instruct"].n_samples == 10
+    assert by["mixtral-8x7B"].size_b == "46.7"  # total / active: the total
+    assert by["Human Official"].tuning == ""  # a human baseline has no tuning
+    assert by["deepseek-coder-1.3b-base"].tuning == "base"
+    assert rows[0].line == 2
+
+
+def test_the_infibench_mapping_names_configured_models_and_leaderboard_rows(shared_data):
+    from orchestrator.run.config import available
+
+    mapping = parse_literature_mapping(*read_location(INFIBENCH.mapping, None))
+    assert mapping.benchmark == "infibench"
+    assert set(mapping.models.values()) <= set(available("model"))
+    rows = parse_leaderboard(*read_location(INFIBENCH.literature, str(shared_data)), "s", "t")
+    assert set(mapping.models) <= {r.model for r in rows}
+    assert mapping.models["deepseek-coder-6.7b-instruct"] == "deepseekcoder-6.7b-instruct"
+
+
+def test_a_data_location_needs_the_data_folder():
+    with pytest.raises(LocationError, match="REPROGRID_DATA_DIR"):
+        read_location(INFIBENCH.literature, None)
+    with pytest.raises(LocationError, match="no such file shipped"):
+        read_location("reprogrid:nothing.csv", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("model,score_pct\nA,1.0\n", "header lacks column(s) std_pct, num_responses"),
+        ("model,score_pct,std_pct,num_responses\nA,1.0,x,30\n", "column 'std_pct'"),
+        ("model,score_pct,std_pct,num_responses\nA,1.0,0.1,0\n", "positive integer"),
+        ("model,score_pct,std_pct,num_responses\n", "no leaderboard rows"),
+    ],
+)
+def test_bad_leaderboards(text, fragment):
+    with pytest.raises(LiteratureError) as info:
+        parse_leaderboard(text, "board.csv", "s", "t")
+    assert fragment in str(info.value)
+
+
+def test_the_formats_are_the_cards():
+    assert FORMATS == tuple(f.value for f in LiteratureFormat)
+    with pytest.raises(LiteratureError, match="formats: papers, leaderboard"):
+        parse_literature_as("", "x", "yaml")

@@ -9,11 +9,34 @@ from workers.benchmarks.base import BenchmarkDataError, BenchmarkSource
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.benchmarks.humanevalfix.data import DatasetError, load_hub, load_jsonl
 from workers.benchmarks.humanevalfix.prompts import CHAT_TEMPLATE, DIFF_TEMPLATES, HARNESS_TEMPLATES
+from workers.card import BenchmarkCard, LiteratureFormat, MatchRule
 from workers.spec import ModelSpec, SettingSpec, Variant
 
 HUMANEVALPACK_FILE = "humanevalpack-python.jsonl"  # under the data folder (source=local)
 DIFF_REASON = "diff templates emit patches that the harness applies externally; not scored"
 OWN = "own"
+N_PROBLEMS = 164  # HumanEvalPack Python
+CARD = BenchmarkCard(
+    benchmark="humanevalfix",
+    title="HumanEvalFix-Python",
+    dataset="HumanEvalPack",  # its Python split's HumanEvalFix task (fix the buggy function)
+    dataset_id="bigcode/humanevalpack",
+    dataset_split="test",
+    metric="pass@1",
+    metric_description="pass@1: unbiased estimator over each problem's samples, mean over "
+    "problems; programs run as the BigCode harness's metric runs them",
+    graded=False,
+    n_problems=N_PROBLEMS,
+    unit="problem",
+    literature="reprogrid:humanevalfix-python.csv",  # pass@1 values papers report
+    literature_format=LiteratureFormat.PAPERS,
+    literature_source_id="",
+    literature_title="",
+    mapping="reprogrid:humanevalfix-mapping.yaml",
+    reported_variants=(Variant.TESTS.value,),  # papers report HumanEvalFixTests
+    match_rule=MatchRule.EXACT_COUNT,
+    semantics="bigcode-evaluation-harness",
+)
 
 
 @dataclass(frozen=True)
@@ -22,6 +45,7 @@ class HumanEvalFixDefinition:
     variants: tuple[str, ...] = tuple(v.value for v in Variant)
     # "own": the harness template of the model's family (ModelSpec.own_template).
     templates: tuple[str, ...] = (OWN, CHAT_TEMPLATE, *HARNESS_TEMPLATES)
+    card: BenchmarkCard = CARD
 
     def template_note(self, template: str) -> str | None:
         if template == "continue":  # the harness asserts it is for HumanEvalSynthesize only

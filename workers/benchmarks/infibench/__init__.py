@@ -12,7 +12,7 @@ Spec: shared/specs/infibench.md; what is implemented and every deviation: docs/i
     executor_availability()                               # which unit-test toolchains work here
 """
 
-from workers.benchmarks.infibench.aggregate import GroupedScore, SuiteScore, aggregate, group_best
+from workers.benchmarks.infibench.aggregate import GroupedScore, SuiteScore, aggregate
 from workers.benchmarks.infibench.executors import (
     EXECUTOR_LANGS,
     ExecutorConfig,
@@ -74,7 +74,6 @@ __all__ = [
     "default_prompt",
     "executor_availability",
     "grade_response",
-    "group_best",
     "load_dev_suite",
     "load_packed_suite",
     "load_suite",

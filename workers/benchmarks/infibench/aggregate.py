@@ -1,4 +1,5 @@
-"""best@10 and the reported table (spec §5), as `print_result_stat.py` computes it.
+"""best@10 and the reported table (spec §5), as `print_result_stat.py` computes it; best@k
+itself (group bests, group totals, their mean and spread) is workers/scoring.py.
 
 Per question, its responses (by sample index) split into consecutive groups of 10 and each
 group keeps its best score (floored at 0: the official statistic starts the running best at 0).
@@ -16,12 +17,12 @@ grading raised scores 0 in every group, like the official grader's "error encoun
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workers.benchmarks.infibench.scores import ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import Case, Suite
+from workers.scoring import group_best, group_spread
 
 GROUP_SIZE = 10  # attempt_reduce_mode avg_max_10
 
@@ -52,25 +53,22 @@ class SuiteScore:
     missing_languages: tuple[str, ...]  # the executor languages that were missing
     error_cases: tuple[str, ...]  # case ids where grading raised (scored 0)
     cases_without_responses: tuple[str, ...]  # scored null_score
-
-
-def group_best(scores: Sequence[float], group_size: int = GROUP_SIZE) -> list[float]:
-    """max(0, max of each consecutive group) of one question's scores, in sample order."""
-    return [max(0.0, *scores[i : i + group_size]) for i in range(0, len(scores), group_size)]
+    # each question's part of the score: the mean of its group bests (full score 1.0 each:
+    # the overall score is their mean), by case path
+    case_scores: tuple[tuple[str, float], ...] = ()
 
 
 def grouped(name: str, n_questions: int, full: float, totals: Sequence[float]) -> GroupedScore:
-    mean = statistics.fmean(totals) if totals else 0.0
-    std = statistics.stdev(totals) if len(totals) > 1 else 0.0
+    spread = group_spread(totals, full)
     return GroupedScore(
         name,
         n_questions,
         full,
-        tuple(totals),
-        mean,
-        std,
-        100.0 * mean / full if full else 0.0,
-        100.0 * std / full if full else 0.0,
+        spread.group_totals,
+        spread.mean,
+        spread.std,
+        100.0 * spread.fraction,
+        100.0 * spread.std_fraction,
     )
 
 
@@ -149,10 +147,12 @@ def aggregate(
     errors: list[str] = []
     empty: list[str] = []
     missing_langs: set[str] = set()
+    case_scores: list[tuple[str, float]] = []
     for case in suite.cases:
         responses = sorted(by_case[case.case_path], key=lambda r: r.sample_index)
         statuses = {r.status for r in responses}
         best = _case_best(case, responses, group_size)
+        case_scores.append((case.case_path, sum(best) / len(best)))
         if not responses:
             empty.append(case.case_id)
         elif ResponseStatus.TOOLCHAIN_MISSING in statuses:
@@ -181,4 +181,5 @@ def aggregate(
         missing_languages=tuple(sorted(missing_langs)),
         error_cases=tuple(errors),
         cases_without_responses=tuple(empty),
+        case_scores=tuple(case_scores),
     )

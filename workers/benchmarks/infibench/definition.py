@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.benchmarks.base import BenchmarkDataError, BenchmarkSource
-from workers.benchmarks.infibench.adapter import TEMPLATES, InfiBench
+from workers.benchmarks.infibench.adapter import METRIC, TEMPLATES, InfiBench
 from workers.benchmarks.infibench.suite import (
     SuiteError,
     load_dev_suite,
     load_packed_suite,
     load_suite,
 )
+from workers.card import BenchmarkCard, LiteratureFormat, MatchRule
 from workers.spec import ModelSpec, SettingSpec
 
 SUITES = ("v2.1", "dev")  # v2.1: the 234-question suite; dev: the v2.0.0 dev suite (135)
@@ -20,6 +21,30 @@ DATA_FOLDER = "infibench"  # under the data folder (source=local)
 OWN = "own"
 # The model authors' own format for a free-form question is the tokenizer's chat template.
 OWN_TEMPLATE = "chat"
+N_QUESTIONS = 234  # suite v2.1 (the leaderboard's)
+CARD = BenchmarkCard(
+    benchmark="infibench",
+    title="InfiBench v2.1",
+    # infi-coder/infibench-evaluation-harness @ 736de982 (shared/specs/infibench.md)
+    dataset="InfiBench suite v2.1",
+    dataset_id=None,  # read from the data folder, not the Hub
+    dataset_split=None,
+    metric=METRIC,
+    metric_description=f"{METRIC}: per question the best graded score of each group of 10 "
+    "samples, mean over the groups and the questions (the official avg_max_10), with the "
+    "sample std of the group totals",
+    graded=True,
+    n_problems=N_QUESTIONS,
+    unit="question",
+    literature=f"data:{DATA_FOLDER}/leaderboard.csv",  # the official leaderboard (main.csv)
+    literature_format=LiteratureFormat.LEADERBOARD,
+    literature_source_id="arXiv:2404.07940",
+    literature_title="InfiBench leaderboard (infibench-evaluation-harness main.csv)",
+    mapping="reprogrid:infibench-mapping.yaml",
+    reported_variants=(SUITES[0],),
+    match_rule=MatchRule.SPREAD,
+    semantics="infibench-evaluation-harness",
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +52,7 @@ class InfiBenchDefinition:
     name: str = "infibench"
     variants: tuple[str, ...] = SUITES
     templates: tuple[str, ...] = (OWN, *TEMPLATES)
+    card: BenchmarkCard = CARD
 
     def template_note(self, template: str) -> str | None:
         return None

@@ -12,7 +12,6 @@ from orchestrator.analysis.agreement import (
     flips,
     match_key,
     pair_settings,
-    pass_at_1,
     per_backend,
 )
 from orchestrator.run.config import load_run_config
@@ -117,12 +116,6 @@ def test_pair_settings_pairs_across_backends_only_reference_first():
 
 
 # -- agreement, pass@1, flips ----------------------------------------------------------------------
-
-
-def test_pass_at_1_averages_per_problem_fractions():
-    passed = {("a", 0): True, ("a", 1): False, ("b", 0): False, ("b", 1): False}
-    assert pass_at_1(passed) == 0.25
-    assert pass_at_1({}) is None
 
 
 def test_agreement_counts_programs_outcomes_and_the_pass_at_1_difference():

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.coincidence import coincidence, interval_contains
-from orchestrator.analysis.literature import match_rule
+from orchestrator.analysis.obtainability import match_rule
 from orchestrator.cli import main
 from tests.fixtures_store import BASE, INST, grid_passes, write_grid_store
 

@@ -1,49 +1,10 @@
 from __future__ import annotations
 
-from fractions import Fraction
-from math import comb
-
 import numpy as np
 import pytest
 
-from orchestrator.analysis.intervals import (
-    DEFAULT_RESAMPLES,
-    ProblemCounts,
-    bootstrap_interval,
-    exact_pass1,
-    pass1_interval,
-    per_problem_pass1,
-    problem_counts,
-)
-from orchestrator.analysis.metrics import pass_at_k
-
-
-def test_problem_counts_from_execution_rows():
-    counts = problem_counts(["b", "a", "b", "a", "b"], [True, False, True, True, False])
-    assert counts == ProblemCounts(("a", "b"), (2, 3), (1, 2))
-
-
-@pytest.mark.parametrize(
-    ("n", "c"),
-    [
-        ((1,) * 164, (1,) * 74 + (0,) * 90),  # greedy: k/164
-        ((20, 20, 20), (0, 3, 20)),
-        ((5, 20, 1), (5, 7, 0)),
-        ((200,), (13,)),
-    ],
-)
-def test_unbiased_pass1_is_the_binomial_estimator(n, c):
-    counts = ProblemCounts(tuple(str(i) for i in range(len(n))), n, c)
-    brute = [1 - comb(ni - ci, 1) / comb(ni, 1) for ni, ci in zip(n, c, strict=True)]
-    assert per_problem_pass1(counts) == pytest.approx(brute)
-    exact = exact_pass1(counts)
-    assert exact == sum(Fraction(ci, ni) for ni, ci in zip(n, c, strict=True)) / len(n)
-    assert float(exact) == pytest.approx(pass_at_k(n, c, ks=(1,))[1])
-
-
-def test_greedy_pass1_is_exactly_k_over_164():
-    counts = ProblemCounts(tuple(map(str, range(164))), (1,) * 164, (1,) * 74 + (0,) * 90)
-    assert exact_pass1(counts) == Fraction(74, 164)
+from orchestrator.analysis.intervals import DEFAULT_RESAMPLES, bootstrap_interval, pass1_interval
+from workers.scoring import ProblemCounts
 
 
 def _reference(values, n_resamples, confidence, seed):
@@ -86,8 +47,6 @@ def test_degenerate_and_invalid_inputs():
         bootstrap_interval([1.0], n_resamples=0)
     with pytest.raises(ValueError):
         bootstrap_interval([1.0], confidence=1.0)
-    with pytest.raises(ValueError):
-        exact_pass1(ProblemCounts((), (), ()))
 
 
 def test_sampled_interval_resamples_problems_not_samples():

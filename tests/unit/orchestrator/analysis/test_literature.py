@@ -6,12 +6,10 @@ import pytest
 
 from orchestrator.analysis.answers import Verdict, answer
 from orchestrator.analysis.literature import (
+    JoinRule,
     MatchStatus,
     SettingScore,
-    decimals_of,
     join_literature,
-    match_rule,
-    obtainability,
     reproduction,
     tuning_confusion,
 )
@@ -20,7 +18,11 @@ from orchestrator.analysis.literature_records import (
     match_record,
     obtainability_counts,
 )
+from orchestrator.analysis.obtainability import decimals_of, match_rule, obtainability
 from storage.literature import LiteratureRow
+
+EVERY = JoinRule(164)  # HumanEvalFix's problems, every setting of the reported variant
+TESTS = JoinRule(164, ("tests",))  # ... and only the tests variant reported
 
 
 def row(model: str, score: str, tuning: str = "base", line: int = 2) -> LiteratureRow:
@@ -85,10 +87,10 @@ def test_obtainability_by_rounding_or_flooring(value, ks_round, ks_floor):
 
 
 def test_unobtainable_values_name_the_neighbours():
-    result = obtainability("44.9")
+    result = obtainability("44.9", 164)
     assert (result.below, result.above) == (73, 74)
     assert result.describe() == "no k/164: 73/164 = 44.51, 74/164 = 45.12"
-    assert obtainability("45.12").describe() == "74/164 (round, floor)"
+    assert obtainability("45.12", 164).describe() == "74/164 (round, floor)"
 
 
 def test_obtainability_with_another_problem_count():
@@ -195,7 +197,7 @@ def test_join_flags_codellama_13b_reported_for_base_but_reproduced_by_instruct()
         ),
     ]
     mapping = {"CodeLlama 13B": "codellama-13b-base"}
-    [match] = join_literature([row("CodeLlama 13B", "33.1")], mapping, settings)
+    [match] = join_literature([row("CodeLlama 13B", "33.1")], mapping, settings, EVERY)
     assert not match.obtainability.obtainable
     assert match.status == "not reproduced"
     assert match.counterpart_model == "codellama-13b-instruct"
@@ -212,7 +214,7 @@ def test_join_keeps_unmapped_and_not_run_rows_in_order():
         row("Known", "5.5", line=4),
     ]
     mapping = {"Mapped": BASE, "Known": "some-model"}
-    matches = join_literature(rows, mapping, [setting(BASE, 2)])
+    matches = join_literature(rows, mapping, [setting(BASE, 2)], EVERY)
     assert [m.status for m in matches] == ["unmapped", "reproduced", "not in store"]
     assert [m.row.line for m in matches] == [2, 3, 4]
     assert matches[1].counterpart_model is None and not matches[1].tuning_confusion
@@ -263,7 +265,7 @@ def test_the_join_uses_the_rows_stated_sampling():
         ),
         LiteratureRow(3, "StarCoder", "f", "15.5", "base", "8.7", "other", "t", "T", "", "x"),
     ]
-    matches = join_literature(rows, {}, [])
+    matches = join_literature(rows, {}, [], EVERY)
     assert [m.obtainability.verdict for m in matches] == [
         "obtainable",
         "not obtainable with one sample per problem",
@@ -305,11 +307,13 @@ def test_a_pilot_is_never_reproduced_near_or_closest():
 
 def test_the_join_lists_pilots_with_the_reason_and_gives_them_no_verdict():
     rows = [row("M", "30.0", tuning="instruct")]
-    matches = join_literature(rows, {"M": "m"}, [pilot("m", 3, 10), setting("m", 40, label="f")])
+    matches = join_literature(
+        rows, {"M": "m"}, [pilot("m", 3, 10), setting("m", 40, label="f")], EVERY
+    )
     record = match_record(matches[0])
     assert record["status"] == "not reproduced" and record["closest_setting"] == "f"
     assert record["pilots"] == "not compared (a subset of the problems): pilot subset (10 of 164)"
-    only = match_record(join_literature(rows, {"M": "m"}, [pilot("m", 3, 10)])[0])
+    only = match_record(join_literature(rows, {"M": "m"}, [pilot("m", 3, 10)], EVERY)[0])
     assert only["status"] == "only a pilot subset" and only["n_reproducing"] == 0
     assert only["closest_setting"] is None
 
@@ -336,7 +340,7 @@ def test_a_value_only_the_docs_variant_reproduces_is_a_variant_confusion():
         setting("m", 10, label="tests-own"),
         setting("m", 27, label="docs-own", variant="docs"),
     ]
-    [match] = join_literature([row("M", "16.4")], {"M": "m"}, settings, variants=("tests",))
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, settings, TESTS)
     assert match.status == MatchStatus.NOT_REPRODUCED  # its own variant's verdict
     assert match.other_variant == "docs" and match.variant_confusion
     assert not match.tuning_confusion
@@ -351,11 +355,11 @@ def test_a_value_only_the_docs_variant_reproduces_is_a_variant_confusion():
 
 def test_the_docs_variant_is_never_the_models_own_and_needs_its_tests_settings():
     docs_only = [setting("m", 27, label="docs-own", variant="docs")]
-    [match] = join_literature([row("M", "16.4")], {"M": "m"}, docs_only, variants=("tests",))
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, docs_only, TESTS)
     assert match.own is None and match.status == MatchStatus.OTHER_VARIANT_ONLY
     assert answer(match) is None
     both = docs_only + [setting("m", 27, label="tests-own")]
-    [match] = join_literature([row("M", "16.4")], {"M": "m"}, both, variants=("tests",))
+    [match] = join_literature([row("M", "16.4")], {"M": "m"}, both, TESTS)
     assert answer(match).verdict is Verdict.REPRODUCED and not match.variant_confusion
 
 
@@ -378,7 +382,7 @@ def test_answer_verdicts(own_k, partner_k, docs_k, verdict, text):
     settings = [setting(BASE, k, label=f"own{i}") for i, k in enumerate(own_k)]
     settings += [setting(INST, k, tuning="instruct", label="p") for k in partner_k]
     settings += [setting(BASE, k, label="d", variant="docs") for k in docs_k]
-    [match] = join_literature([row("B", "16.4")], {"B": BASE}, settings, variants=("tests",))
+    [match] = join_literature([row("B", "16.4")], {"B": BASE}, settings, TESTS)
     got = answer(match)
     assert got.verdict is verdict and got.text == text
     expected_gap = float(got.setting.score * 100 - Fraction(164, 10))
@@ -386,7 +390,7 @@ def test_answer_verdicts(own_k, partner_k, docs_k, verdict, text):
 
 
 def test_a_pilot_only_value_has_no_best_setting():
-    [match] = join_literature([row("M", "30.0")], {"M": "m"}, [pilot("m", 3, 10)])
+    [match] = join_literature([row("M", "30.0")], {"M": "m"}, [pilot("m", 3, 10)], EVERY)
     got = answer(match)
     assert got.verdict is Verdict.PILOT_ONLY and got.setting is None and got.gap_pp is None
     assert got.text == "only a pilot subset"

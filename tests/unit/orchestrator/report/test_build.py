@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.cli.report import card_from_registry
 from storage.literature import COLUMNS
 from tests.fixtures_store import BASE, INST, write_canonical_store, write_synthetic_store
 
@@ -299,6 +300,8 @@ def test_an_empty_store_gives_an_empty_report(tmp_path):
     from orchestrator.report.build import build_report
     from orchestrator.report.data import ReportOptions
 
-    data = build_report(str(tmp_path / "nothing"), ReportOptions(n_resamples=10))
+    data = build_report(
+        str(tmp_path / "nothing"), ReportOptions(card_of=card_from_registry, n_resamples=10)
+    )
     assert data.table("grid").empty and data.table("literature").empty
     assert "the store holds no complete settings with a score" in data.notes

@@ -9,6 +9,7 @@ import statistics
 
 import pytest
 
+from orchestrator.cli.report import card_from_registry
 from orchestrator.report.build import build_report
 from orchestrator.report.data import ModelLiterature, ReportedValue, ReportOptions
 from orchestrator.report.plots import (
@@ -32,7 +33,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def grid_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("figures")
     write_grid_store(str(root / "store"))
-    return build_report(str(root / "store"), ReportOptions(n_resamples=20))
+    return build_report(
+        str(root / "store"), ReportOptions(card_of=card_from_registry, n_resamples=20)
+    )
 
 
 def expected_change(axis: str, value) -> float:

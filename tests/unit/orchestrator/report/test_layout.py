@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.cli.report import _default_out
+from orchestrator.cli.report import _default_out, card_from_registry
 from orchestrator.report.build import build_report
 from orchestrator.report.data import ReportOptions
 from storage.store import Store
@@ -24,7 +24,7 @@ def test_every_csv_has_its_header_even_when_empty(tmp_path):
     write_setting(store, Spec("tiny", "own", "greedy", 2048, "fp32", 7))
     out = tmp_path / "out"
     assert main(["report", "--store", store.uri, "--out", str(out), "--resamples", "10"]) == 0
-    data = build_report(store.uri, ReportOptions(n_resamples=10))
+    data = build_report(store.uri, ReportOptions(card_of=card_from_registry, n_resamples=10))
     empty = [t.name for t in data.tables if t.frame.empty]
     assert {"answers", "literature", "effects", "skipped_failed", "provenance_runs"} <= set(empty)
     for table in data.tables:
@@ -95,7 +95,7 @@ def test_settings_of_one_cell_count_once_and_the_report_says_so(tmp_path):
     write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 20))
     write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 30), tag="second import")
     write_setting(store, Spec(INST, "own", "greedy", 2048, "int4", 15))
-    data = build_report(store.uri, ReportOptions(n_resamples=10))
+    data = build_report(store.uri, ReportOptions(card_of=card_from_registry, n_resamples=10))
     [effect] = data.table("effects").query("group == 'all'").to_dict("records")
     assert (effect["n_models"], effect["n_pairs"]) == (1, 1)
     assert effect["mean_change_pp"] == pytest.approx((15 - 25) * 100 / 164)
@@ -113,7 +113,9 @@ def test_docs_name_every_table_and_column_and_the_readme_the_answers(tmp_path):
     doc = (root / "docs" / "report.md").read_text(encoding="utf-8")
     readme = (root / "README.md").read_text(encoding="utf-8")
     write_synthetic_store(str(tmp_path / "store"))
-    data = build_report(str(tmp_path / "store"), ReportOptions(n_resamples=10))
+    data = build_report(
+        str(tmp_path / "store"), ReportOptions(card_of=card_from_registry, n_resamples=10)
+    )
     missing = [
         f"{t.name}.{c}"
         for t in data.tables
@@ -141,7 +143,7 @@ def test_docs_name_every_table_and_column_and_the_readme_the_answers(tmp_path):
 def test_a_model_run_only_on_the_docs_variant_gets_no_answer_and_is_told_so(tmp_path):
     store = Store(str(tmp_path / "store"))
     write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 27, variant="docs"))
-    data = build_report(store.uri, ReportOptions(n_resamples=10))
+    data = build_report(store.uri, ReportOptions(card_of=card_from_registry, n_resamples=10))
     assert data.table("answers").empty
     answers = next(t for t in data.tables if t.name == "answers")
     assert answers.empty_reason.startswith("The literature reports the tests variant; the store")

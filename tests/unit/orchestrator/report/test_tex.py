@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from orchestrator.cli.report import card_from_registry
 from orchestrator.report import tex
 from orchestrator.report.build import build_report
 from orchestrator.report.data import ReportOptions
@@ -57,7 +58,7 @@ def test_a_character_latex_cannot_show_is_visible_and_logged(caplog):
 def data(tmp_path_factory):
     store = tmp_path_factory.mktemp("tex") / "store"
     write_synthetic_store(str(store))
-    return build_report(str(store), ReportOptions(n_resamples=200))
+    return build_report(str(store), ReportOptions(card_of=card_from_registry, n_resamples=200))
 
 
 def _rows(text: str) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.cli.report import card_from_registry
 from orchestrator.report.build import build_report
 from orchestrator.report.data import ReportOptions
 from storage.literature import COLUMNS
@@ -42,7 +43,10 @@ def pilot_store(tmp_path):
 def test_a_ten_problem_setting_never_gets_a_verdict(pilot_store, tmp_path):
     """3/10 = 30.0 'reproduces' 30.0 and is the closest setting to 48.9: neither may be said."""
     store, pilot, full = pilot_store
-    options = ReportOptions(literature_path=literature_csv(tmp_path, ["30.0", "16.4", "48.9"]))
+    options = ReportOptions(
+        card_of=card_from_registry,
+        literature_path=literature_csv(tmp_path, ["30.0", "16.4", "48.9"]),
+    )
     data = build_report(store.uri, options)
     lit = data.table("literature").set_index("reported")
     assert list(lit["status"]) == ["not reproduced", "reproduced", "not reproduced"]
@@ -61,7 +65,9 @@ def test_a_ten_problem_setting_never_gets_a_verdict(pilot_store, tmp_path):
 def test_only_a_pilot_is_said_to_be_only_a_pilot(tmp_path):
     store = Store(str(tmp_path / "store"))
     write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 3), n_problems=10)
-    options = ReportOptions(literature_path=literature_csv(tmp_path, ["30.0"]))
+    options = ReportOptions(
+        card_of=card_from_registry, literature_path=literature_csv(tmp_path, ["30.0"])
+    )
     row = build_report(store.uri, options).table("literature").iloc[0]
     assert row["status"] == "only a pilot subset" and row["closest_setting"] is None
     assert row["n_reproducing"] == 0 and row["pilots"].endswith("subset (10 of 164)")
@@ -70,7 +76,7 @@ def test_only_a_pilot_is_said_to_be_only_a_pilot(tmp_path):
 def test_obtainability_follows_the_sources_sampling(tmp_path):
     store = Store(str(tmp_path / "store"))
     write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 27))
-    data = build_report(store.uri, ReportOptions())
+    data = build_report(store.uri, ReportOptions(card_of=card_from_registry))
     unobtainable = data.table("unobtainable")
     octopack = unobtainable[unobtainable["source_id"] == "arXiv:2308.07124"]
     assert "StarCoder" not in set(octopack["literature_model"])  # 8.7 from n=20: obtainable

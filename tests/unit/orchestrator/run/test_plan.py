@@ -11,6 +11,8 @@ from orchestrator.run.writer import StoreWriter
 from storage.index import build_index
 from storage.store import Store
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
+from workers.benchmarks.humanevalfix.definition import HUMANEVALFIX
+from workers.card import card_from_json
 from workers.spec import (
     BackendName,
     EngineInfo,
@@ -93,6 +95,14 @@ def test_resume_states_come_from_the_files(cells, tmp_path, writer_for):
     writer.failed(failed.key, failed.setting, "RuntimeError", "boom")
     assert score["pass_at_1"] == pytest.approx(2 / 3)
     assert score["n_prompt_truncated"] == 1
+    # the exact counts behind it, and the benchmark's card with the setting (schema 5)
+    stored = store.read_shard("scores", done.key).to_pylist()[0]
+    assert (stored["pass_at_1_numerator"], stored["pass_at_1_denominator"]) == (2, 3)
+    assert stored["n_scored"] == 3 and stored["problem_n_passed"] == [1, 1, 0]
+    assert stored["problem_ids"] == ["Python/0", "Python/1", "Python/2"]
+    assert stored["problem_scores"] == [1.0, 1.0, 0.0]
+    row = store.read_shard("settings", done.key).to_pylist()[0]
+    assert card_from_json(row["benchmark_card_json"]) == HUMANEVALFIX.card
 
     plan = plan_settings(cells, build_index(store))
     actions = {p.key: p.action for p in plan.settings}

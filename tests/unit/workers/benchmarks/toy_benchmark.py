@@ -10,6 +10,7 @@ from typing import Any
 
 from workers.benchmarks.base import BenchmarkSource, ChatRenderer, ScoreSummary
 from workers.benchmarks.sampling import problem_requests, sample_records
+from workers.card import BenchmarkCard, LiteratureFormat, MatchRule
 from workers.keys import canonical_json, sha256_hex
 from workers.spec import (
     ExecutionRecord,
@@ -24,6 +25,26 @@ from workers.spec import (
 )
 
 PROBLEMS = {"toy/0": ("1 + 1 =", "2"), "toy/1": ("2 + 3 =", "5")}
+CARD = BenchmarkCard(
+    benchmark="toy",
+    title="Toy arithmetic",
+    dataset="two sums, inline",
+    dataset_id=None,
+    dataset_split=None,
+    metric="pass@1",
+    metric_description="pass@1: the answer equals the sum",
+    graded=False,
+    n_problems=len(PROBLEMS),
+    unit="sum",
+    literature="",  # nothing published: the report says so
+    literature_format=LiteratureFormat.PAPERS,
+    literature_source_id="",
+    literature_title="",
+    mapping="",
+    reported_variants=("v1",),
+    match_rule=MatchRule.EXACT_COUNT,
+    semantics="toy",
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,7 @@ class ToyDefinition:
     name: str = "toy"
     variants: tuple[str, ...] = ("v1",)
     templates: tuple[str, ...] = ("own", "plain")
+    card: BenchmarkCard = CARD
 
     def template_note(self, template: str) -> str | None:
         return None

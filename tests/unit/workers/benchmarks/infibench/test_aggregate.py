@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from tests.unit.workers.benchmarks.infibench.conftest import make_case
-from workers.benchmarks.infibench.aggregate import aggregate, group_best
+from workers.benchmarks.infibench.aggregate import GROUP_SIZE, aggregate
 from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import DEV_SUITE_DIR, suite_from_cases
+from workers.scoring import group_best
 
 SCORED = ResponseStatus.SCORED
 
@@ -26,7 +27,7 @@ SCORED = ResponseStatus.SCORED
     ],
 )
 def test_group_best(scores, expected):
-    assert group_best(scores) == expected
+    assert group_best(scores, GROUP_SIZE) == expected
 
 
 def official_scores(frame: pd.DataFrame) -> list[ResponseScore]:
