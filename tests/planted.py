@@ -26,6 +26,7 @@ import numpy as np
 from orchestrator.analysis.outcomes import ProblemOutcomes
 from storage.store import Store
 from tests.fixtures_store import Spec, write_setting
+from workers.scoring import setting_counts
 
 PRECISIONS = ("bf16", "fp16", "fp32", "int8", "int4")
 # the planted effects: the template -8 problems, 4-bit -6, precision and 8-bit 0
@@ -151,4 +152,8 @@ def _replace_outcomes(store: Store, key: str, outcomes: ProblemOutcomes) -> None
     [score] = store.read_shard("scores", key).to_pylist()
     value = outcomes.score
     score.update(value=value, pass_at_1=value, n_passed=int(outcomes.values.sum()))
+    # the exact counts a score stores (schema 5) follow the planted outcomes too
+    score.update(
+        setting_counts([r["task_id"] for r in execs], [r["passed"] for r in execs]).columns()
+    )
     store.write_rows("scores", key, [score])
