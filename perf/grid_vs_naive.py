@@ -54,8 +54,8 @@ def main() -> None:
 
     import ray
 
-    from orchestrator.run.config import load_run_config
-    from orchestrator.run.runner import prepare, run_grid
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.runner import prepare, run_grid
 
     work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-"))
     overrides = [

@@ -1,7 +1,7 @@
 """pass@k and best@k: the one scoring module. Pure functions of counts and scores.
 
 Everything that turns a setting's executions into its numbers is here, and only here: the
-store writer (orchestrator/run/rows.py), a benchmark's own headline (InfiBench's best@10,
+store writer (orchestrator/run/execute/rows.py), a benchmark's own headline (InfiBench's best@10,
 workers/benchmarks/infibench/aggregate.py), and every reader (the report's grid, the Every Eval
 Ever export, backend agreement) call these functions.
 

@@ -142,7 +142,7 @@ class ModelSpec:
     builder: str | None = None  # "tiny" | "smollm2-gguf": built offline if repo_id is missing
     # What the setting key names the model by instead of `repo_id` (workers/keys.py): a local
     # folder's content, "sha256:<hex>", or the recipe of a folder a builder makes,
-    # "builder:<name>" (orchestrator/run/modelid.py). None: a Hub id, keyed as itself. Set by
+    # "builder:<name>" (orchestrator/run/prepare/modelid.py). None: a Hub id, keyed as itself. Set by
     # the driver from what the folder holds, never in a model config.
     identity: str | None = None
 

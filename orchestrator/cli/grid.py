@@ -45,8 +45,8 @@ def register(sub) -> None:
 
 def cmd_run(args) -> int:
     from orchestrator.report.scores import score_table
-    from orchestrator.run.config import load_run_config
-    from orchestrator.run.runner import prepare, run_grid
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.runner import prepare, run_grid
 
     config = load_run_config(args.overrides)
     prepared = prepare(config)
@@ -95,10 +95,10 @@ def cmd_run(args) -> int:
 
 def cmd_plan(args) -> int:
     from orchestrator.report.planview import render_plan
-    from orchestrator.run.config import load_run_config
-    from orchestrator.run.estimate import plan_json
-    from orchestrator.run.preflight import preflight
-    from orchestrator.run.runner import make_plan, prepare
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.estimate.estimator import plan_json
+    from orchestrator.run.preflight.checks import preflight
+    from orchestrator.run.execute.runner import make_plan, prepare
     from storage.store import Store
 
     config = load_run_config(args.overrides)

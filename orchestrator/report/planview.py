@@ -1,4 +1,4 @@
-"""`plan` as text: the data of orchestrator.run.estimate.plan_json, formatted."""
+"""`plan` as text: the data of orchestrator.run.estimate.estimator.plan_json, formatted."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from orchestrator.analysis.cost import format_duration
 
 BASIS_TEXT = {"measured": "measured", "model": "estimate (model)"}
-# orchestrator.run.weights.AVAILABLE as values (the report wing does not import the run wing)
+# orchestrator.run.preflight.weights.AVAILABLE as values (the report wing does not import the run wing)
 AVAILABLE_WEIGHTS = ("built offline", "present locally", "in the HF cache", "downloadable")
 
 

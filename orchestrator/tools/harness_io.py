@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.config import CellDefaults, RunConfig, available, load_run_config
-from orchestrator.run.options import choice_error
+from orchestrator.run.config.load import CellDefaults, RunConfig, available, load_run_config
+from orchestrator.run.config.options import choice_error
 from storage.index import SettingState, build_index
 from storage.integrity import setting_key_of
 from storage.schema import RunStatus
@@ -284,9 +284,9 @@ def _cell(config, file_sha: str, n_entries: int, claimed: BackendName | None):
     """The one grid cell of the import; a file with fewer problems than the benchmark selects
     the first ones (the harness's --limit), unless benchmark.limit or benchmark.problems says
     otherwise (its entries are then the selected problems, in benchmark order)."""
-    from orchestrator.run.grid import Environment, expand_grid, replay_files
-    from orchestrator.run.modelid import model_identities
-    from orchestrator.run.runner import load_benchmark, with_selection
+    from orchestrator.run.prepare.grid import Environment, expand_grid, replay_files
+    from orchestrator.run.prepare.modelid import model_identities
+    from orchestrator.run.execute.runner import load_benchmark, with_selection
 
     loaded = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
     config = with_selection(config, loaded.problem_ids())
@@ -373,9 +373,9 @@ def import_generations(
     path: str | Path, model: str, overrides: Sequence[str] = (), wait_lock_s: float = 0.0
 ) -> ImportOutcome:
     """Execute the candidates of a harness file and store them as one `replay` setting."""
-    from orchestrator.run.provenance import library_versions_json
-    from orchestrator.run.runner import file_sha256
-    from orchestrator.run.writer import StoreWriter, utc_now
+    from orchestrator.run.prepare.provenance import library_versions_json
+    from orchestrator.run.execute.runner import file_sha256
+    from orchestrator.run.execute.writer import StoreWriter, utc_now
 
     path = Path(path)
     entries = read_generations_json(path)
@@ -421,8 +421,8 @@ def _run_row(
 ) -> dict:
     """The runs row: the imported file by its name (with its path and hash) beside the
     benchmark data it was scored against."""
-    from orchestrator.run.provenance import git_revision
-    from orchestrator.run.writer import utc_now
+    from orchestrator.run.prepare.provenance import git_revision
+    from orchestrator.run.execute.writer import utc_now
 
     now = utc_now()
     return {

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.config import available, load_run_config
-from orchestrator.run.grid import Environment, expand_grid
-from orchestrator.run.runner import load_benchmark, with_selection
+from orchestrator.run.config.load import available, load_run_config
+from orchestrator.run.prepare.grid import Environment, expand_grid
+from orchestrator.run.execute.runner import load_benchmark, with_selection
 from workers.spec import ModelSpec, Tuning
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.run.config import load_run_config
-from orchestrator.run.runner import load_benchmark
+from orchestrator.run.config.load import load_run_config
+from orchestrator.run.execute.runner import load_benchmark
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix, reference_samples
 from workers.spec import Outcome, Variant
 

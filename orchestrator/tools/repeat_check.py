@@ -73,8 +73,8 @@ def _run_overrides(store: Store, key: str) -> list[str]:
 
 def _find_settings(store: Store, keys: Sequence[str], overrides: Sequence[str] | None) -> Found:
     """The settings' specs, by re-expanding the grids that produced them."""
-    from orchestrator.run.config import load_run_config
-    from orchestrator.run.runner import prepare
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.runner import prepare
 
     found: dict[str, Any] = {}
     prepared = None
@@ -112,7 +112,7 @@ def _regenerate(found: Found, n_problems: int, keys: Sequence[str]) -> dict[str,
     """Re-generate the first `n_problems` problems of each setting with its own backend, in
     this process (one engine load per engine, the settings of an engine in one session run, as
     a unit is run): key -> its fresh SampleRecords."""
-    from orchestrator.run.plan import unit_engine
+    from orchestrator.run.plan.planner import unit_engine
     from workers.keys import engine_key
     from workers.session import EngineSession
 
@@ -240,8 +240,8 @@ def record(
     wait_lock_s: float = 0.0,
 ) -> str:
     """Write the check's rows and its runs row through the driver's writer; returns its run id."""
-    from orchestrator.run.provenance import git_revision, library_versions_json
-    from orchestrator.run.writer import utc_now, write_repeat_check
+    from orchestrator.run.prepare.provenance import git_revision, library_versions_json
+    from orchestrator.run.execute.writer import utc_now, write_repeat_check
 
     now = utc_now()
     run_id = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"

@@ -205,7 +205,7 @@ def test_a_signal_during_a_chunk_commit_keeps_the_chunk_whole(
 ):
     """The signal lands in the middle of the driver's commit of a chunk (sent from inside it):
     the commit finishes, the run stops at its next safe point, and the chunk is intact."""
-    from orchestrator.run.writer import StoreWriter
+    from orchestrator.run.execute.writer import StoreWriter
 
     original = StoreWriter.chunk_generated
     calls = {"n": 0}
@@ -231,7 +231,7 @@ def test_a_signal_during_a_chunk_commit_keeps_the_chunk_whole(
 
 def test_a_signal_while_programs_execute_in_process(env, reference, tmp_path, monkeypatch):
     """SIGINT right after the driver hands a setting's programs to an execution task."""
-    from orchestrator.run.dispatch import Dispatcher
+    from orchestrator.run.execute.dispatch import Dispatcher
 
     original = Dispatcher._submit_exec
     sent = {"done": False}

@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 from orchestrator.cli import main
-from orchestrator.run.modelid import CACHE_FOLDER
+from orchestrator.run.prepare.modelid import CACHE_FOLDER
 
 GRID = [
     "model=tiny",

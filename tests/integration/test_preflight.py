@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.orchestrator.run.hub_server import hub_server
+from tests.unit.orchestrator.run.preflight.hub_server import hub_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # An upper bound for a command that must fail fast: a hang (Ray's reconnect loop) fails here.

@@ -363,7 +363,7 @@ def test_kuberay_manifests(name):
 
 
 def test_the_rayjob_entrypoint_is_a_valid_run():
-    from orchestrator.run.config import load_run_config
+    from orchestrator.run.config.load import load_run_config
 
     entrypoint = shlex.split(load("kuberay-rayjob.yaml")["spec"]["entrypoint"])
     assert entrypoint[:2] == ["reprogrid", "run"]
@@ -386,7 +386,7 @@ def test_the_slurm_script_is_valid_bash():
     "path", sorted((ROOT / "sweeps" / "cluster").glob("*.yaml")), ids=lambda p: p.stem
 )
 def test_cluster_profiles_have_every_key_and_load(path):
-    from orchestrator.run.config import load_run_config
+    from orchestrator.run.config.load import load_run_config
 
     local = yaml.safe_load((ROOT / "sweeps" / "cluster" / "local.yaml").read_text())
     assert set(yaml.safe_load(path.read_text())) == set(local)

@@ -83,7 +83,7 @@ RUN_WORKERS_ALLOWED = frozenset(
         "workers.benchmarks.registry",
     }
 )
-RAY_MODULES = frozenset({"orchestrator.run.dispatch", "workers.tasks"})
+RAY_MODULES = frozenset({"orchestrator.run.execute.dispatch", "workers.tasks"})
 
 
 @dataclass(frozen=True)
@@ -256,9 +256,9 @@ def test_importing_the_driver_loads_no_gpu_library():
     no GPU library; tests/integration/test_multinode.py runs a `ray://` driver without them."""
     driver = [
         "orchestrator.cli",
-        "orchestrator.run.dispatch",
-        "orchestrator.run.runner",
-        "orchestrator.run.estimate",
+        "orchestrator.run.execute.dispatch",
+        "orchestrator.run.execute.runner",
+        "orchestrator.run.estimate.estimator",
         "orchestrator.report.status",
         "orchestrator.report.build",
         "orchestrator.report.render",

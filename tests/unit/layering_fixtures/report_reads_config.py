@@ -1,4 +1,4 @@
 # as: orchestrator.report.leaky  breaks: report_never_reads_config_ray_or_backends
-from orchestrator.run.config import load_run_config
+from orchestrator.run.config.load import load_run_config
 
 __all__ = ["load_run_config"]

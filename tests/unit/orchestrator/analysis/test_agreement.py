@@ -14,8 +14,8 @@ from orchestrator.analysis.agreement import (
     pair_settings,
     per_backend,
 )
-from orchestrator.run.config import load_run_config
-from orchestrator.run.grid import Environment, expand_grid
+from orchestrator.run.config.load import load_run_config
+from orchestrator.run.prepare.grid import Environment, expand_grid
 from workers.keys import canonical_json, setting_fields
 
 

@@ -75,8 +75,8 @@ def test_a_truncated_chunk_shows_as_damaged_in_status_and_plan(env, capsys, tmp_
 
 
 def test_plan_gives_the_reason_of_a_damaged_setting(env, capsys, tmp_path):
-    from orchestrator.run.grid import Cell
-    from orchestrator.run.plan import Action, plan_settings
+    from orchestrator.run.prepare.grid import Cell
+    from orchestrator.run.plan.planner import Action, plan_settings
     from storage.index import build_index
 
     keys = three_settings(tmp_path)
@@ -95,8 +95,8 @@ def test_plan_gives_the_reason_of_a_damaged_setting(env, capsys, tmp_path):
 
 
 def _setting():
-    from orchestrator.run.config import load_run_config
-    from orchestrator.run.grid import Environment, expand_grid
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.prepare.grid import Environment, expand_grid
 
     config = load_run_config(["model=tiny", "benchmark.limit=2"])
     return expand_grid(config, "0" * 64, Environment())[0].setting

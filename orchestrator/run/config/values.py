@@ -1,0 +1,144 @@
+"""The values of a setting (top-level keys and grid axes), checked and normalised: decodings,
+templates, variants, precisions, enums and numbers. Used by orchestrator/run/config/load.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.run.config.options import (
+    CELL_NUMBERS,
+    Range,
+    choice_error,
+    flag,
+    number,
+    parse_choice,
+)
+from orchestrator.run.config.overrides import GRID_AXES
+from workers.benchmarks.base import BenchmarkDefinition
+from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
+from workers.spec import (
+    PRECISIONS,
+    BackendName,
+    Bnb4bitType,
+    DecodingSpec,
+    Dtype,
+    LengthSemantics,
+    Quant,
+    SeedPolicy,
+)
+
+BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
+# Sampling temperatures: above 0 (0 is greedy: say so), at most 2 (the largest the OpenAI API and
+# the code-LLM literature use; beyond it sampling is close to uniform noise, and `t9` is far
+# more likely a typo of t0.9 than a setting anyone means).
+TEMPERATURE = Range(
+    float, 0, 2, low_open=True, why="0 is greedy (decoding=greedy); t0.2 and t0.8 are the study's"
+)
+
+
+def decoding_spec(name: str, presets: Mapping[str, Any]) -> DecodingSpec:
+    """A named decoding (`decodings.<name>`), or `t<T>`: the harness's sampling at temperature
+    T (top_p 0.95, top_k off). Parameters are range-checked."""
+    if name in presets:
+        node = presets[name]
+        where = f"decodings.{name}"
+        do_sample = flag(f"{where}.do_sample", node["do_sample"])
+        temperature = number(
+            f"{where}.temperature",
+            node.get("temperature", 1.0),
+            TEMPERATURE,
+        )
+        return DecodingSpec(
+            name=name,
+            do_sample=do_sample,
+            temperature=temperature,
+            top_p=number(
+                f"{where}.top_p", node.get("top_p", 1.0), Range(float, 0, 1, low_open=True)
+            ),
+            top_k=number(f"{where}.top_k", node.get("top_k", 0), Range(int, 0)),
+        )
+    if name.startswith("t"):
+        try:
+            temperature = float(name[1:])
+        except ValueError:
+            temperature = None
+        if temperature == 0:
+            raise ConfigError(
+                f"decoding {name!r}: temperature 0 is greedy decoding; use decoding=greedy"
+            )
+        if temperature is not None:  # t<T>: harness sampling at temperature T
+            if len(name) == 2 and name[1].isdigit() and temperature > 2:
+                raise ConfigError(
+                    f"decoding {name!r}: temperature must be a number > 0 and <= 2, got "
+                    f"{temperature:g}. Did you mean: t0.{name[1]}?"
+                )
+            number(f"decoding {name!r}: temperature", temperature, TEMPERATURE)
+            return DecodingSpec(name, True, temperature, 0.95, 0)
+    raise choice_error("decoding", name, [*presets, "t<temperature>"])
+
+
+def benchmark_definition(name: str) -> BenchmarkDefinition:
+    try:
+        return get_benchmark(name)
+    except UnknownBenchmark as e:
+        raise ConfigError(str(e)) from None
+
+
+def validate_cell_value(
+    name: str, value: Any, presets: Mapping[str, Any], benchmark: BenchmarkDefinition
+) -> Any:
+    """Check one setting value (top-level or axis) and return it normalised."""
+    if name == "template":
+        if str(value) not in benchmark.templates:
+            error = choice_error("template", value, benchmark.templates)
+            note = benchmark.template_note(str(value))
+            raise ConfigError(f"{note} {error}") if note else error
+        return str(value)
+    if name == "variant":
+        if str(value) not in benchmark.variants:
+            raise choice_error(f"{benchmark.name} variant", value, benchmark.variants)
+        return str(value)
+    if name == "decoding":
+        decoding_spec(str(value), presets)
+        return str(value)
+    if name in CELL_NUMBERS:
+        return number(name, value, CELL_NUMBERS[name])
+    if name == "precision":
+        if value is None:
+            return None
+        if str(value) not in PRECISIONS:
+            raise choice_error("precision", value, list(PRECISIONS))
+        return str(value)
+    enums = {
+        "dtype": Dtype,
+        "quant": Quant,
+        "seed_policy": SeedPolicy,
+        "length_semantics": LengthSemantics,
+        "bnb_4bit_quant_type": Bnb4bitType,
+    }
+    if name in enums:
+        return parse_choice(enums[name], name, value).value
+    if name == "backend":
+        if str(value) not in BACKEND_CHOICES:
+            raise choice_error("backend", value, BACKEND_CHOICES)
+        return str(value)
+    raise choice_error("setting field", name, GRID_AXES)
+
+
+CELL_FIELDS = (
+    "template",
+    "decoding",
+    "max_length",
+    "length_semantics",
+    "precision",
+    "dtype",
+    "quant",
+    "bnb_4bit_quant_type",
+    "backend",
+    "n_samples",
+    "samples_per_call",
+    "seed",
+    "seed_policy",
+)

@@ -1,0 +1,522 @@
+"""Ray dispatch: each engine unit as R replica actors fed chunks, executions as tasks.
+
+A unit's settings are cut into chunks (run/execute/chunks.py); each replica generates one chunk at a
+time and the driver commits every chunk as it comes back (a kill loses at most the chunks in
+flight). A setting whose chunks are all stored goes to an execution task, which overlaps with
+the generation of the next chunks. Executions hold their own resource (`cluster.exec_resource`)
+instead of CPUs, so engines never starve them. The only module besides `workers/tasks.py` that
+talks to Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from orchestrator.errors import ClusterError
+from orchestrator.run.preflight.address import probe_cluster
+from orchestrator.run.execute.chunks import ChunkPolicy, UnitQueue, resume
+from orchestrator.run.preflight.compat import explain_connect_error
+from orchestrator.run.config.load import ClusterSpec
+from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
+from orchestrator.run.execute.progress import Progress
+from orchestrator.run.execute.rows import output_tokens
+from orchestrator.run.execute.signals import StopRequest
+from orchestrator.run.execute.writer import StoreWriter
+from workers.spec import BackendName, ChunkRequest, SandboxLimits, SettingFailure
+from workers.tasks import EngineWorker, execute_samples
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_POLL_S = 2.0  # how often a replica is asked what it is doing
+
+
+@dataclass(frozen=True)
+class DispatchOptions:
+    cluster: ClusterSpec
+    limits: SandboxLimits
+    exec_workers: int | None
+    checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
+
+
+@dataclass
+class DispatchSummary:
+    generated: int = 0
+    executed: int = 0
+    failed: int = 0
+    engine_loads: int = 0
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
+def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
+    """Connect to `cluster.address`, or start a private local instance (never attach to a
+    machine-wide one by accident: address="local"). The local instance declares the execution
+    resource, one slot per CPU."""
+    if ray.is_initialized():
+        return {"address": "already-initialized", "started": False}
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if cluster.address:
+        logger.info("connecting to the Ray cluster at %s", cluster.address)
+        # the head may have gone since the preflight: a closed port is an error now, not a
+        # retry loop of Ray's
+        probe_cluster(cluster)
+        ctx = _connect(cluster.address)
+        started = False
+    else:
+        logger.info("starting a local Ray instance")
+        slots = cluster.num_cpus or os.cpu_count() or 1
+        resources = {cluster.exec_resource: float(slots)} if cluster.exec_resource else None
+        ctx = ray.init(
+            address="local",
+            num_cpus=cluster.num_cpus,
+            num_gpus=cluster.num_gpus,
+            resources=resources,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+        started = True
+    address = getattr(ctx, "address_info", {}).get("address", cluster.address or "local")
+    return {"address": address, "started": started}
+
+
+CONNECT_ATTEMPTS = 3
+
+
+def _connect(address: str):
+    """Connect to an existing cluster. A `ray://` client connection is retried: the head starts
+    a client server per connection, which can time out on a loaded head."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            return ray.init(address=address, log_to_driver=False)
+        except RuntimeError as e:
+            mismatch = explain_connect_error(e, address)  # another Python or Ray version
+            if mismatch is None:
+                raise
+            raise mismatch from e
+        except ConnectionError as e:
+            if not address.startswith("ray://") or attempt == CONNECT_ATTEMPTS:
+                raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from e
+            logger.warning(
+                "connecting to %s failed (%s); retrying", address, str(e).splitlines()[0]
+            )
+            time.sleep(2.0 * attempt)
+    raise AssertionError("unreachable")
+
+
+def stop_ray() -> None:
+    """Disconnect; a local instance this process started stops with it."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def label(item: PlannedSetting) -> str:
+    s = item.setting
+    e = s.engine
+    return (
+        f"{e.model.name}/{e.backend}/{e.dtype}/{e.quant} {s.template} {s.decoding.name} "
+        f"L{s.max_length}"
+    )
+
+
+def engine_label(unit: EngineUnit) -> str:
+    e = unit.engine
+    return f"{e.model.name}/{e.backend}/{e.dtype}/{e.quant}"
+
+
+@dataclass
+class Replica:
+    """One live engine actor of a unit: what the drain loop and the watchdog track."""
+
+    index: int
+    actor: Any
+    last_progress: float
+    in_flight: Any = None  # the ref of the chunk call being generated
+    chunks: tuple[ChunkRequest, ...] = ()
+    progress_ref: Any = None
+    polled_at: float = 0.0
+    seen: tuple[int, int] = (-1, -1)  # (samples, tokens) at the last poll
+    timeouts: int = 0
+    gave_up: bool = False  # the watchdog killed it for good
+    closed: bool = False
+
+
+@dataclass
+class RunningUnit:
+    unit: EngineUnit
+    queue: UnitQueue
+    items: dict[str, PlannedSetting]
+    replicas: list[Replica] = field(default_factory=list)
+    order: tuple[str, ...] = ()  # the benchmark's task ids (for sample order)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        plan: Plan,
+        benchmarks: Mapping[str, Any],
+        writer: StoreWriter,
+        options: DispatchOptions,
+        progress: Progress,
+        stop: StopRequest | None = None,
+    ):
+        self.plan = plan
+        # a stop signal is acted on here, between Ray calls (run/execute/signals.py)
+        self.stop_request = stop or StopRequest()
+        self.benchmarks = dict(benchmarks)
+        self.writer = writer
+        self.options = options
+        self.progress = progress
+        self.summary = DispatchSummary()
+        self._units: list[RunningUnit] = []
+        self._gen: dict[Any, tuple[RunningUnit, Replica]] = {}
+        self._polls: dict[Any, tuple[RunningUnit, Replica]] = {}
+        self._exec: dict[Any, PlannedSetting] = {}
+        self._exec_queue: deque[tuple[PlannedSetting, Any]] = deque()
+        self._bench_refs: dict[str, Any] = {}
+        self._placement: dict[str, Any] = {}
+        self._stopping = False  # an interrupt: commit what is back, submit nothing new
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _gpus_for(self, unit: EngineUnit, cluster_gpus: float, replicas: int) -> float:
+        wanted = unit.engine.model.num_gpus
+        if unit.engine.backend is BackendName.REPLAY:
+            return 0  # no model to place
+        if cluster_gpus <= 0:
+            if not self.options.cluster.cpu_if_no_gpus:
+                raise ClusterError(
+                    f"{unit.engine.model.name} needs {wanted} GPU(s) and the cluster has none "
+                    "(set cluster.cpu_if_no_gpus=true to run on CPU)"
+                )
+            return 0
+        if wanted > cluster_gpus:
+            raise ClusterError(
+                f"{unit.engine.model.name} needs {wanted} GPUs; the cluster has {cluster_gpus:g}"
+            )
+        # R replicas share the model's GPUs: each is a full engine on a fraction of them.
+        return wanted / replicas
+
+    def _replicas(self, unit: EngineUnit) -> int:
+        replicas = self.options.cluster.replicas
+        if replicas > 1 and unit.engine.model.num_gpus > 1:
+            logger.warning(
+                "%s spans %d GPUs: one replica (replicas share one GPU)",
+                unit.engine.model.name,
+                unit.engine.model.num_gpus,
+            )
+            return 1
+        return replicas
+
+    def _queue(self, unit: EngineUnit) -> RunningUnit:
+        """The unit's chunk queue, continuing from what the store holds."""
+        works, items, order = [], {}, ()
+        for item in unit.settings:
+            bench = self.benchmarks[item.setting.benchmark.name]
+            order = bench.problem_ids()
+            ids = item.setting.benchmark.select(order)
+            stored = self.writer.stored(item.key, item.setting.n_samples)
+            work, restart = resume(item.key, item.setting, ids, stored)
+            if restart:
+                self.writer.set_aside_generations(
+                    item.key, "its stored chunks cannot continue the harness's random stream"
+                )
+            works.append(work)
+            items[item.key] = item
+        batched = unit.engine.backend is BackendName.VLLM
+        queue = UnitQueue(works, self.options.checkpoint, batched)
+        return RunningUnit(unit, queue, items, order=order)
+
+    def _start_units(self) -> None:
+        cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
+        if cluster_gpus <= 0 and self.plan.units:
+            logger.info("the cluster has no GPUs: engines run on CPU")
+        opts = self.options.cluster
+        for unit in self.plan.units:
+            self.stop_request.check()
+            running = self._queue(unit)
+            for item in unit.settings:
+                self.writer.started(item.key, item.setting)
+            n = self._replicas(unit)
+            try:
+                gpus = self._gpus_for(unit, cluster_gpus, n)
+            except ClusterError as e:
+                for item in unit.settings:
+                    self._fail(item, "ClusterError", str(e), generating=False)
+                continue
+            self._units.append(running)
+            total = sum(len(w.remaining) * w.setting.n_samples for w in running.queue.settings)
+            self.progress.engine(unit.engine_key, engine_label(unit), total, n)
+            for work in running.queue.settings:
+                if work.finished and not work.failed:  # every chunk stored by an earlier run
+                    self._generated(running, running.items[work.key])
+            for index in range(n):
+                actor = EngineWorker.options(  # type: ignore[attr-defined]  # from @ray.remote
+                    num_gpus=gpus,
+                    num_cpus=opts.engine_cpus,
+                    max_restarts=opts.max_retries,
+                    max_task_retries=opts.max_retries,
+                ).remote(unit.engine)
+                running.replicas.append(Replica(index, actor, time.monotonic()))
+                self.summary.engine_loads += 1
+            self._feed(running)
+
+    # -- generation --------------------------------------------------------------------------
+
+    def _feed(self, running: RunningUnit) -> None:
+        """Give every idle replica its next chunk; close replicas with nothing left."""
+        if self._stopping:
+            return
+        for replica in running.replicas:
+            if replica.closed or replica.in_flight is not None:
+                continue
+            chunks = running.queue.next_chunks(replica.index)
+            if chunks:
+                for chunk in chunks:
+                    item = running.items[chunk.setting_key]
+                    self.writer.in_progress(item.key, item.setting)
+                replica.chunks = tuple(chunks)
+                replica.in_flight = replica.actor.run.remote(list(chunks), self._bench_refs)
+                replica.last_progress = time.monotonic()
+                self._gen[replica.in_flight] = (running, replica)
+            elif running.queue.finished:
+                self._close(replica)
+        if running.queue.finished:
+            self.progress.engine_done(running.unit.engine_key)
+
+    def _close(self, replica: Replica) -> None:
+        if not replica.closed:
+            replica.closed = True
+            ray.kill(replica.actor, no_restart=True)  # a fresh process for the next engine
+
+    def _fail(
+        self, item: PlannedSetting, error_type: str, message: str, *, generating: bool = True
+    ) -> None:
+        self.writer.failed(
+            item.key, item.setting, error_type, message, generation_attempt=generating
+        )
+        self.summary.failed += 1
+        self.progress.fail(label(item), f"{error_type}: {message[:200]}")
+
+    def _on_generated(self, ref: Any) -> None:
+        running, replica = self._gen.pop(ref)
+        chunks, replica.in_flight, replica.chunks = replica.chunks, None, ()
+        replica.last_progress = time.monotonic()
+        try:
+            results = ray.get(ref)
+        except RayError as e:
+            self._unit_failed(running, replica, e)
+            return
+        for chunk, result in zip(chunks, results, strict=True):
+            item = running.items[chunk.setting_key]
+            if isinstance(result, SettingFailure):
+                running.queue.failed(chunk.setting_key)
+                self._fail(item, result.error_type, result.error_message)
+                continue
+            self.writer.chunk_generated(item.key, item.setting, result)
+            running.queue.returned(chunk.setting_key, result.stream_state)
+            running.queue.measured(len(result.samples), result.generation_s or 0.0)
+            tokens = output_tokens(result.samples) or 0
+            self.progress.chunk(running.unit.engine_key, replica.index, len(result.samples), tokens)
+            if running.queue.work(chunk.setting_key).finished:
+                self._generated(running, item)
+        self._feed(running)
+
+    def _generated(self, running: RunningUnit, item: PlannedSetting) -> None:
+        """Every chunk of the setting is stored: execute it."""
+        self.writer.setting_generated()
+        self.summary.generated += 1
+        self.progress.generated(label(item))
+        samples = self.writer.stored_samples(item.key, running.order)
+        self._exec_queue.append((item, samples))
+
+    def _unit_failed(self, running: RunningUnit, replica: Replica, error: RayError) -> None:
+        """The engine itself failed (it could not load, or its process died beyond its
+        restarts): every unfinished setting of the unit fails with that error, once."""
+        error_type, message = _describe(error)
+        if replica.gave_up:
+            error_type = "Timeout"
+            message = (
+                f"no progress for {self.options.cluster.setting_timeout_s:g}s, "
+                f"{replica.timeouts - 1} restart(s) of its engine did not help ({message})"
+            )
+        for work in running.queue.settings:
+            if not work.finished or work.in_flight:
+                work.in_flight = 0
+                running.queue.failed(work.key)
+                self._fail(running.items[work.key], error_type, message)
+        for other in running.replicas:
+            if other.in_flight is not None:
+                self._gen.pop(other.in_flight, None)
+                other.in_flight = None
+            self._close(other)
+        self.progress.engine_done(running.unit.engine_key)
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def _on_executed(self, ref: Any) -> None:
+        item = self._exec.pop(ref)
+        try:
+            batch = ray.get(ref)
+        except RayError as e:
+            error_type, message = _describe(e)
+            self._fail(item, error_type, message, generating=False)
+            return
+        score = self.writer.executed(item.key, item.setting, batch)
+        self.summary.executed += 1
+        self.summary.scores[item.key] = score["value"]
+        self.progress.finished(label(item), score["value"])
+
+    def _exec_placement(self) -> dict[str, Any]:
+        """Executions hold the execution resource where the cluster declares it (engines then
+        never starve them), else `exec_cpus` CPUs (said once)."""
+        opts = self.options.cluster
+        resource = opts.exec_resource
+        if resource and ray.cluster_resources().get(resource, 0) > 0:
+            return {"num_cpus": 0, "resources": {resource: 1}}
+        if resource:
+            logger.warning(
+                "the cluster declares no %r resource: executions take %g CPU(s) each and can "
+                "wait for engines that hold every CPU (ray start --resources='{\"%s\": N}')",
+                resource,
+                opts.exec_cpus,
+                resource,
+            )
+        return {"num_cpus": opts.exec_cpus}
+
+    def _submit_exec(self) -> None:
+        opts = self.options
+        placement = self._placement
+        while self._exec_queue and len(self._exec) < opts.cluster.max_pending_exec:
+            item, samples = self._exec_queue.popleft()
+            self.writer.in_progress(item.key, item.setting)
+            ref = execute_samples.options(
+                **placement,
+                max_retries=opts.cluster.exec_max_retries,  # worker or node death
+                retry_exceptions=False,  # a sandbox error is a result, not a reason to rerun
+            ).remote(
+                self._bench_refs[item.setting.benchmark.name],
+                samples,
+                opts.limits,
+                opts.exec_workers,
+            )
+            self._exec[ref] = item
+
+    # -- liveness and progress ---------------------------------------------------------------
+
+    def _poll(self) -> None:
+        """Ask busy replicas what they do (their own thread answers while they generate)."""
+        now = time.monotonic()
+        for running in self._units:
+            for replica in running.replicas:
+                due = now - replica.polled_at >= PROGRESS_POLL_S
+                if replica.closed or replica.progress_ref is not None or not due:
+                    continue
+                replica.polled_at = now
+                replica.progress_ref = replica.actor.progress.remote()
+                self._polls[replica.progress_ref] = (running, replica)
+
+    def _on_polled(self, ref: Any) -> None:
+        running, replica = self._polls.pop(ref)
+        replica.progress_ref = None
+        try:
+            snapshot = ray.get(ref)
+        except RayError:
+            return  # a replica being restarted: the next poll asks again
+        seen = (snapshot["samples"], snapshot["tokens"])
+        if seen != replica.seen:
+            replica.seen = seen
+            replica.last_progress = time.monotonic()
+        self.progress.replica(running.unit.engine_key, replica.index, snapshot)
+
+    def _watchdog(self) -> None:
+        """Restart an engine that has made no progress for too long; fail its unit after
+        max_retries restarts."""
+        timeout = self.options.cluster.setting_timeout_s
+        if not timeout:
+            return
+        now = time.monotonic()
+        for _running, replica in list(self._gen.values()):
+            if now - replica.last_progress < timeout:
+                continue
+            replica.timeouts += 1
+            replica.last_progress = now
+            replica.gave_up = replica.timeouts > self.options.cluster.max_retries
+            logger.warning(
+                "engine replica %d stuck for %.0fs: %s",
+                replica.index,
+                timeout,
+                "giving up" if replica.gave_up else "restarting",
+            )
+            ray.kill(replica.actor, no_restart=replica.gave_up)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> DispatchSummary:
+        self._bench_refs = {name: ray.put(b) for name, b in self.benchmarks.items()}
+        self._placement = self._exec_placement()
+        for item in self.plan.by_action(Action.EXECUTE):
+            self.writer.started(item.key, item.setting)
+            order = self.benchmarks[item.setting.benchmark.name].problem_ids()
+            self._exec_queue.append((item, self.writer.stored_samples(item.key, order)))
+        self._start_units()
+        while self._gen or self._exec or self._exec_queue:
+            self.stop_request.check()  # the safe point: no Ray call is running
+            self._submit_exec()
+            self._poll()
+            pending = [*self._gen, *self._exec, *self._polls]
+            ready, _ = ray.wait(pending, num_returns=1, timeout=1.0)
+            for ref in ready:
+                if ref in self._gen:
+                    self._on_generated(ref)
+                elif ref in self._exec:
+                    self._on_executed(ref)
+                elif ref in self._polls:
+                    self._on_polled(ref)
+            self._watchdog()
+            self.progress.tick()
+        return self.summary
+
+    def stop(self) -> None:
+        """An interrupt: commit the chunks and executions that are back. The rest stops when
+        the driver disconnects (its actors and tasks die with their owner), which the caller
+        does next; killing them one by one would only make Ray announce retries."""
+        self._stopping = True
+        refs = [*self._gen, *self._exec]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        for ref in ready:
+            if ref in self._gen:
+                self._on_generated(ref)
+            elif ref in self._exec:
+                self._on_executed(ref)
+        self._gen.clear()
+        self._exec.clear()
+
+    def abort(self) -> None:
+        """Stop every engine and execution now: committed chunks stay."""
+        for running in self._units:
+            for replica in running.replicas:
+                self._close(replica)
+        for ref in list(self._exec):
+            ray.cancel(ref, force=True)
+        self._gen.clear()
+        self._exec.clear()
+
+
+def _describe(error: RayError) -> tuple[str, str]:
+    """Error type and message of a Ray failure, unwrapping application exceptions."""
+    if isinstance(error, RayTaskError):
+        cause = error.cause if getattr(error, "cause", None) is not None else error
+        return type(cause).__name__, str(cause).strip().splitlines()[-1][:2000]
+    text = str(error).strip()
+    return type(error).__name__, (text.splitlines()[0] if text else type(error).__name__)[:2000]
+
+
+__all__: Sequence[str] = ("Dispatcher", "DispatchOptions", "DispatchSummary", "start_ray")

@@ -1,0 +1,281 @@
+"""The driver's writer: turns dispatch events into store shards, in a crash-safe order.
+
+Order per setting: generations shard -> (execution) executions shard -> scores shard -> the
+settings row marked complete. The settings row is the commit record; anything written before it
+is either reused on resume (generations) or rewritten (executions, scores).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.run.execute.chunks import Stored
+from orchestrator.run.execute.rows import (
+    SettingFacts,
+    execution_rows,
+    generation_rows,
+    merged_provenance,
+    provenance_of,
+    samples_from_rows,
+    score_row,
+    setting_row,
+)
+from storage.errors import NotLockHolder
+from storage.integrity import CHUNK_SEPARATOR, is_shard_key, setting_key_of
+from storage.schema import SettingStatus
+from storage.store import Store
+from workers.benchmarks.base import Benchmark
+from workers.benchmarks.registry import get_benchmark
+from workers.keys import canonical_json, execution_fields, execution_key
+from workers.spec import (
+    ExecutionBatch,
+    SampleRecord,
+    SandboxLimits,
+    SettingGenerations,
+    SettingSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+# Provenance an execution-only resume keeps from the row an earlier run wrote.
+PROVENANCE_FIELDS = (
+    "hostname",
+    "node_id",
+    "device",
+    "backend_version",
+    "effective_dtype",
+    "tokenizer_sha256",
+    "chat_template_sha256",
+    "engine_options_json",
+    "library_versions_json",
+    "generation_s",
+    "generation_started_at",
+    "generation_finished_at",
+    "engine_load_s",
+    "n_generated_tokens",
+)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class StoreWriter:
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        library_versions: str,
+        benchmarks: Mapping[str, Benchmark],
+        limits: SandboxLimits,
+        clock: Callable[[], datetime] = utc_now,
+    ):
+        self.store = store
+        self.limits = limits  # the run's sandbox limits (part of each execution identity)
+        # Loaded benchmarks by name: the facts of every settings row (problems, template kind)
+        # and `summarize`, which may replace the pass@1 headline.
+        self.benchmarks = dict(benchmarks)
+        self.run_id = run_id
+        self.library_versions = library_versions
+        self.clock = clock
+        self._attempts: dict[str, int] = {}
+        self._provenance: dict[str, dict[str, Any]] = {}
+        self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
+        self._counted: set[str] = set()  # settings whose generation attempt this run counted
+        self._in_progress: set[str] = set()  # settings whose work this run has handed out
+        self.n_generated = 0
+        self.n_executed = 0
+
+    def _previous(self, key: str) -> dict[str, Any] | None:
+        table = self.store.read_shard("settings", key)
+        rows = table.to_pylist() if table is not None else []
+        return rows[0] if rows else None
+
+    def _write(
+        self,
+        key: str,
+        setting: SettingSpec,
+        status: SettingStatus,
+        reason: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        row = setting_row(
+            key,
+            setting,
+            status,
+            now=self.clock(),
+            run_id=self.run_id,
+            facts=self._facts(setting),
+            reason=reason,
+            error_type=error_type,
+            attempts=self._attempts.get(key, 0),
+            provenance={**self._provenance.get(key, {}), **self._execution.get(key, {})},
+        )
+        self.store.write_rows("settings", key, [row])
+
+    def _facts(self, setting: SettingSpec) -> SettingFacts | None:
+        """Run-time facts of a setting: its problems (of the benchmark's), template kind and
+        the benchmark's card."""
+        benchmark = self.benchmarks.get(setting.benchmark.name)
+        if benchmark is None:
+            return None
+        ids = benchmark.problem_ids()
+        definition = get_benchmark(setting.benchmark.name)
+        kind = definition.template_kind(setting.template, setting.engine.model)
+        selected = len(setting.benchmark.select(ids))
+        return SettingFacts(kind, selected, len(ids), definition.card.to_json())
+
+    def skipped(self, key: str, setting: SettingSpec, reason: str) -> None:
+        self._write(key, setting, SettingStatus.SKIPPED, reason=reason)
+
+    def _known_attempts(self, key: str) -> int:
+        if key not in self._attempts:
+            self._attempts[key] = int((self._previous(key) or {}).get("attempts") or 0)
+        return self._attempts[key]
+
+    def started(self, key: str, setting: SettingSpec) -> None:
+        """The setting is submitted (to generate, or only to execute its stored generations):
+        `queued` until its work is handed out. Not an attempt yet: `attempts` counts
+        generation attempts that came back."""
+        previous = self._previous(key)
+        self._attempts[key] = int((previous or {}).get("attempts") or 0)
+        if previous:  # keep what an earlier run learnt (execution-only resumes need it)
+            kept = {c: previous.get(c) for c in PROVENANCE_FIELDS if previous.get(c) is not None}
+            self._provenance.setdefault(key, kept)
+        self._write(key, setting, SettingStatus.QUEUED)
+
+    def in_progress(self, key: str, setting: SettingSpec) -> None:
+        """Its first chunk went to an engine, or its programs to an execution task: `running`
+        from now on (once per run: `status` counts these, not the queued ones)."""
+        if key not in self._in_progress:
+            self._in_progress.add(key)
+            self._write(key, setting, SettingStatus.RUNNING)
+
+    def generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
+        self.store.write_rows("generations", key, generation_rows(key, result.samples))
+        self._attempts[key] = self._known_attempts(key) + 1
+        self._provenance[key] = provenance_of(result, self.library_versions)
+        self._write(key, setting, SettingStatus.RUNNING)
+        self.n_generated += 1
+
+    def chunk_generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
+        """Commit one chunk of a setting's generations (its own atomic shard), and the
+        setting's progress and provenance so far; the setting stays `running` until executed.
+        The first chunk back in this run counts a generation attempt."""
+        assert result.chunk is not None, "a chunk result names its chunk"
+        shard = f"{key}{CHUNK_SEPARATOR}{result.chunk:05d}"
+        rows = generation_rows(key, result.samples, result.stream_state)
+        self.store.write_rows("generations", shard, rows)
+        if key not in self._counted:
+            self._counted.add(key)
+            self._attempts[key] = self._known_attempts(key) + 1
+        self._provenance[key] = merged_provenance(
+            self._provenance.get(key), result, self.library_versions
+        )
+        self._write(key, setting, SettingStatus.RUNNING)
+
+    def setting_generated(self) -> None:
+        """All chunks of a setting are stored (it goes to execution next)."""
+        self.n_generated += 1
+
+    def stored(self, key: str, n_samples: int) -> Stored:
+        """What the store holds of a setting's generations: the problems with all their
+        samples, the next chunk index, and the stream state after the highest chunk."""
+        shards = sorted(k for k in self.store.shards("generations") if setting_key_of(k) == key)
+        if not shards:
+            return Stored()
+        table = self.store.read_table("generations", [key])
+        columns = table.select(["task_id", "stream_state"]).to_pydict()
+        counts: dict[str, int] = {}
+        for task in columns["task_id"]:
+            counts[task] = counts.get(task, 0) + 1
+        chunks = [int(k.partition(CHUNK_SEPARATOR)[2]) for k in shards if CHUNK_SEPARATOR in k]
+        last = self.store.read_shard("generations", shards[-1])
+        tail = last.select(["task_id", "stream_state"]).to_pylist()[-1] if last else {}
+        return Stored(
+            task_ids=frozenset(t for t, n in counts.items() if n >= n_samples),
+            next_chunk=max(chunks) + 1 if chunks else 0,
+            stream_state=tail.get("stream_state"),
+            last_task=tail.get("task_id"),
+        )
+
+    def set_aside_generations(self, key: str, reason: str) -> int:
+        """Move a setting's stored generations to the quarantine (never deleted), so it
+        starts again: chunks of a sequential stream that cannot be continued exactly."""
+        moved = 0
+        for file in self.store.files("generations"):
+            name = file.name.removesuffix(".parquet")
+            if is_shard_key(name) and setting_key_of(name) == key:
+                self.store.quarantine(file, {"reason": reason, "setting_key": key})
+                moved += 1
+        logger.warning(
+            "setting %s starts again (%s): %d chunk(s) set aside", key[:12], reason, moved
+        )
+        return moved
+
+    def stored_samples(self, key: str, order: Sequence[str] = ()) -> list[SampleRecord]:
+        """Every stored sample of the setting (whole shard or chunks), in problem order
+        (`order`: the benchmark's task ids) and sample order."""
+        rows = self.store.read_table("generations", [key]).to_pylist()
+        if not rows:
+            raise FileNotFoundError(f"generations of setting {key} are missing")
+        position = {t: i for i, t in enumerate(order)}
+        rows.sort(
+            key=lambda r: (
+                position.get(r["task_id"], len(position)),
+                r["task_id"],
+                r["sample_index"],
+            )
+        )
+        return samples_from_rows(rows)
+
+    def executed(self, key: str, setting: SettingSpec, batch: ExecutionBatch) -> dict[str, Any]:
+        """Write executions and the score; mark complete with the execution identity of the
+        environment they ran in. Returns the score row."""
+        exec_rows = execution_rows(key, batch.records)
+        fields = execution_fields(key, self.limits, batch.environment)
+        self._execution[key] = {
+            "execution_key": execution_key(key, self.limits, batch.environment),
+            "execution_json": canonical_json(fields),
+        }
+        self.store.write_rows("executions", key, exec_rows)
+        gen_rows = self.store.read_table("generations", [key]).to_pylist()
+        benchmark = self.benchmarks.get(setting.benchmark.name)
+        summary = benchmark.summarize(exec_rows) if benchmark is not None else None
+        score = score_row(key, setting, gen_rows, exec_rows, summary)
+        self.store.write_rows("scores", key, [score])
+        self._write(key, setting, SettingStatus.COMPLETE)
+        self.n_executed += 1
+        return score
+
+    def failed(
+        self,
+        key: str,
+        setting: SettingSpec,
+        error_type: str,
+        message: str,
+        *,
+        generation_attempt: bool = True,
+    ) -> None:
+        """Record a failure. `generation_attempt` False: the setting never got to generate
+        (it could not be placed) or only its execution failed: `attempts` stays."""
+        logger.warning("setting %s failed: %s: %s", key[:12], error_type, message)
+        if generation_attempt:
+            self._attempts[key] = self._known_attempts(key) + 1
+        self._write(key, setting, SettingStatus.FAILED, reason=message, error_type=error_type)
+
+
+def write_repeat_check(
+    store: Store, run_id: str, rows: Sequence[Mapping[str, Any]], run_row: Mapping[str, Any]
+) -> None:
+    """Record a `repeat-check` (the caller holds the writer lock): its rows, one per checked
+    setting, as the `repeat_checks` shard of its run id, then its runs row (the commit record)."""
+    if not store.holds_writer_lock:
+        raise NotLockHolder(f"recording a repeat-check in store {store.uri} needs its writer lock")
+    if any(r["run_id"] != run_id for r in rows) or run_row["run_id"] != run_id:
+        raise ValueError(f"every repeat-check row must carry the run id {run_id}")
+    store.write_rows("repeat_checks", run_id, list(rows))
+    store.write_rows("runs", run_id, [dict(run_row)])
