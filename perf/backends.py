@@ -39,7 +39,7 @@ def _unit(model: str, limit: int, backend: str):
     """The benchmark's settings: engine12 for `model` on `limit` problems, as one unit."""
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.plan.planner import unit_engine
-    from orchestrator.run.execute.runner import prepare
+    from orchestrator.run.prepare.prepared import prepare
 
     policy = "per_sample" if backend == "vllm" else "harness"
     overrides = [

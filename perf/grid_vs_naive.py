@@ -55,7 +55,8 @@ def main() -> None:
     import ray
 
     from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.execute.runner import prepare, run_grid
+    from orchestrator.run.execute.runner import run_grid
+    from orchestrator.run.prepare.prepared import prepare
 
     work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-"))
     overrides = [

@@ -73,8 +73,9 @@ def probe_threads(engine_cpus: int) -> int:
 
 def run_variant(variant: Variant, args, work: Path) -> Measured:
     from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.execute.dispatch import start_ray, stop_ray
-    from orchestrator.run.execute.runner import prepare, run_grid
+    from orchestrator.run.execute.raycluster import start_ray, stop_ray
+    from orchestrator.run.execute.runner import run_grid
+    from orchestrator.run.prepare.prepared import prepare
     from storage.store import Store
 
     store = work / f"store-r{variant.replicas}-t{variant.engine_cpus}"

@@ -1,4 +1,5 @@
-"""Arrow schemas of the store's tables. Column names are the vocabulary of DESIGN.md.
+"""Arrow schemas of the store's tables. Column names are the project's vocabulary (model,
+engine, setting, problem, sample, execution, score: README.md).
 
 Every table is a folder of Parquet shards, one shard per setting key (or run id), all with the
 table's schema, so `pandas.read_parquet(store / table)` reads the whole table.

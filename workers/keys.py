@@ -145,11 +145,6 @@ def sample_seed(key: str, task_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def call_seed(key: str, task_id: str, call_index: int) -> int:
-    """A seed for one generate call that draws several samples (HF num_return_sequences)."""
-    return sample_seed(key, task_id, -1 - call_index)
-
-
 # -- the execution identity ----------------------------------------------------------------------
 # A setting key names a generation; the execution key names an outcome: the generation plus
 # everything that can change whether a program passes. Changing only the latter re-executes the

@@ -2,7 +2,7 @@
 
 Everything a worker needs to generate or execute arrives as one of these immutable values; no
 `DictConfig`, no environment-variable names, no paths invented on the worker. The orchestrator
-builds them once, at the CLI edge (`orchestrator/config.py`), and the setting key is computed
+builds them once, at the CLI edge (`orchestrator/run/config/`), and the setting key is computed
 from them (`workers/keys.py`).
 """
 
@@ -142,8 +142,8 @@ class ModelSpec:
     builder: str | None = None  # "tiny" | "smollm2-gguf": built offline if repo_id is missing
     # What the setting key names the model by instead of `repo_id` (workers/keys.py): a local
     # folder's content, "sha256:<hex>", or the recipe of a folder a builder makes,
-    # "builder:<name>" (orchestrator/run/prepare/modelid.py). None: a Hub id, keyed as itself. Set by
-    # the driver from what the folder holds, never in a model config.
+    # "builder:<name>" (the driver's prepare/modelid.py). None: a Hub id, keyed as itself. Set
+    # by the driver from what the folder holds, never in a model config.
     identity: str | None = None
 
 
@@ -243,6 +243,12 @@ class SettingSpec:
     samples_per_call: int = 1  # the harness's --batch_size (num_return_sequences)
     seed: int = 0
     seed_policy: SeedPolicy = SeedPolicy.HARNESS
+
+    @property
+    def sequential_stream(self) -> bool:
+        """Draws from the harness's one global random stream (harness seeding with sampling):
+        its samples are generated in order, one chunk at a time, each continuing the stream."""
+        return self.decoding.do_sample and self.seed_policy is SeedPolicy.HARNESS
 
 
 # ---------------------------------------------------------------------------------------------

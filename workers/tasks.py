@@ -1,7 +1,7 @@
 """Ray entry points on the worker side: the engine actor and the execution task.
 
 Thin wrappers: the work is in `workers/session.py` and the benchmark adapters. Options
-(num_gpus, retries, max_restarts) are set explicitly by `orchestrator/dispatch.py` with
+(num_gpus, retries, max_restarts) are set explicitly by the driver's dispatcher with
 `.options(...)`; the defaults below are only what Ray would otherwise assume.
 """
 

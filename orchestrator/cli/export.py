@@ -92,7 +92,7 @@ def register(sub) -> None:
 def repo_id_from_config(model_name: str) -> str | None:
     """The Hugging Face id of a configured model (sweeps/model/<name>.yaml); None if unknown."""
     from orchestrator.errors import ConfigError
-    from orchestrator.run.config.load import available, compose_config
+    from orchestrator.run.config.compose import available, compose_config
 
     if model_name not in available("model"):
         return None

@@ -46,7 +46,8 @@ def register(sub) -> None:
 def cmd_run(args) -> int:
     from orchestrator.report.scores import score_table
     from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.execute.runner import prepare, run_grid
+    from orchestrator.run.execute.runner import run_grid
+    from orchestrator.run.prepare.prepared import prepare
 
     config = load_run_config(args.overrides)
     prepared = prepare(config)
@@ -97,8 +98,9 @@ def cmd_plan(args) -> int:
     from orchestrator.report.planview import render_plan
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.estimate.estimator import plan_json
+    from orchestrator.run.plan.state import make_plan
     from orchestrator.run.preflight.checks import preflight
-    from orchestrator.run.execute.runner import make_plan, prepare
+    from orchestrator.run.prepare.prepared import prepare
     from storage.store import Store
 
     config = load_run_config(args.overrides)

@@ -240,7 +240,7 @@ def card_from_registry(benchmark: str) -> BenchmarkCard | None:
 def data_dir_from_config() -> str | None:
     """The data folder (`paths.data_dir`, or REPROGRID_DATA_DIR): where a benchmark card's
     `data:` literature lives."""
-    from orchestrator.run.config.load import compose_config
+    from orchestrator.run.config.compose import compose_config
 
     value = compose_config([]).paths.data_dir
     return str(value) if value else None
@@ -249,7 +249,7 @@ def data_dir_from_config() -> str | None:
 def own_template_from_config(model_name: str) -> str | None:
     """The own template of a configured model (sweeps/model/<name>.yaml); None if unknown."""
     from orchestrator.errors import ConfigError
-    from orchestrator.run.config.load import available, compose_config
+    from orchestrator.run.config.compose import available, compose_config
 
     if model_name not in available("model"):
         return None
@@ -330,7 +330,7 @@ def cmd_export_generations(args: argparse.Namespace) -> int:
 
 
 def cmd_import_generations(args: argparse.Namespace) -> int:
-    from orchestrator.tools.harness_io import import_generations
+    from orchestrator.tools.harness_import import import_generations
 
     file, *extra = args.inputs
     overrides = [*extra, *args.setting]

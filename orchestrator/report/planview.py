@@ -7,7 +7,7 @@ from typing import Any
 from orchestrator.analysis.cost import format_duration
 
 BASIS_TEXT = {"measured": "measured", "model": "estimate (model)"}
-# orchestrator.run.preflight.weights.AVAILABLE as values (the report wing does not import the run wing)
+# run/preflight/weights.py AVAILABLE as values (the report wing does not import the run wing)
 AVAILABLE_WEIGHTS = ("built offline", "present locally", "in the HF cache", "downloadable")
 
 

@@ -8,13 +8,11 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.run.prepare.provenance import library_versions
+from orchestrator.run.api import detect_gpus, library_versions, load_run_config, preflight, prepare
 
 
 def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The machine's capabilities; with overrides, also `grid` (see grid_checks)."""
-    from orchestrator.run.preflight.hardware import detect_gpus
-
     versions = library_versions()
     backends = {
         "hf": importlib.util.find_spec("transformers") is not None,
@@ -47,10 +45,6 @@ def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
 def grid_checks(overrides: Sequence[str]) -> dict[str, Any]:
     """Preflight of the whole grid: every cell not skipped, done or not (the store is not
     read), and the probe of `cluster.address`; PreflightReport JSON."""
-    from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.preflight.checks import preflight
-    from orchestrator.run.execute.runner import prepare
-
     return preflight(prepare(load_run_config(overrides))).to_json()
 
 

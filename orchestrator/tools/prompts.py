@@ -10,9 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.config.load import available, load_run_config
-from orchestrator.run.prepare.grid import Environment, expand_grid
-from orchestrator.run.execute.runner import load_benchmark, with_selection
+from orchestrator.run.api import available, load_run_config, prepare
 from workers.spec import ModelSpec, Tuning
 
 
@@ -54,9 +52,8 @@ def render_prompts(
         config = dataclasses.replace(
             config, benchmark=dataclasses.replace(config.benchmark, limit=limit)
         )
-    benchmark = load_benchmark(config.benchmark, cache_dir=config.cache_dir)
-    config = with_selection(config, benchmark.problem_ids())
-    cells = expand_grid(config, benchmark.data_sha256, Environment())
+    prepared = prepare(config)  # the same cells as `run` (diff templates too: they render)
+    config, benchmark, cells = prepared.config, prepared.benchmark, prepared.cells
     if len(cells) != 1:
         raise ConfigError(f"the options select {len(cells)} settings; prompts renders one")
     cell = cells[0]

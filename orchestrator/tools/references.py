@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.run.config.load import load_run_config
-from orchestrator.run.execute.runner import load_benchmark
+from orchestrator.run.api import load_benchmark, load_run_config
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix, reference_samples
 from workers.spec import Outcome, Variant
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import socket
-import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +18,7 @@ from typing import Any
 from orchestrator.analysis.agreement import flips, per_backend
 from orchestrator.analysis.noise import noise_floors, outcome_changes
 from orchestrator.report.compare import complete_rows, sample_rows, setting_label
-from storage.schema import RunStatus
+from orchestrator.run.api import RunFacts, RunRecord, load_run_config, prepare, unit_engine
 from storage.store import Store
 from workers.spec import Outcome
 
@@ -73,9 +71,6 @@ def _run_overrides(store: Store, key: str) -> list[str]:
 
 def _find_settings(store: Store, keys: Sequence[str], overrides: Sequence[str] | None) -> Found:
     """The settings' specs, by re-expanding the grids that produced them."""
-    from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.execute.runner import prepare
-
     found: dict[str, Any] = {}
     prepared = None
     for key in keys:
@@ -112,7 +107,6 @@ def _regenerate(found: Found, n_problems: int, keys: Sequence[str]) -> dict[str,
     """Re-generate the first `n_problems` problems of each setting with its own backend, in
     this process (one engine load per engine, the settings of an engine in one session run, as
     a unit is run): key -> its fresh SampleRecords."""
-    from orchestrator.run.plan.planner import unit_engine
     from workers.keys import engine_key
     from workers.session import EngineSession
 
@@ -240,30 +234,11 @@ def record(
     wait_lock_s: float = 0.0,
 ) -> str:
     """Write the check's rows and its runs row through the driver's writer; returns its run id."""
-    from orchestrator.run.prepare.provenance import git_revision, library_versions_json
-    from orchestrator.run.execute.writer import utc_now, write_repeat_check
-
-    now = utc_now()
-    run_id = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-    run_row = {
-        "run_id": run_id,
-        "started_at": now,
-        "finished_at": now,
-        "command": "repeat-check",
-        "overrides_json": json.dumps(list(overrides or [])),
-        "setting_keys": [r["setting_key"] for r in results],
-        "n_generated": 0,
-        "n_executed": 0,
-        "git_revision": git_revision(),
-        "hostname": socket.gethostname(),
-        "library_versions_json": library_versions_json(),
-        "data_sources_json": "{}",
-        "cluster_address": "local",
-        "status": RunStatus.FINISHED.value,
-    }
-    with store.writer_lock(wait_s=wait_lock_s):
-        write_repeat_check(store, run_id, _rows(run_id, results, now), run_row)
-    return run_id
+    facts = RunFacts(command="repeat-check", overrides=tuple(overrides or ()), data_sources={})
+    keys = [r["setting_key"] for r in results]
+    with store.writer_lock(wait_s=wait_lock_s), RunRecord(store, facts, keys) as run:
+        run.writer.repeat_checked(_rows(run.run_id, results, run.started_at))
+    return run.run_id
 
 
 def render_repeat_check(data: Mapping[str, Any]) -> str:

@@ -15,7 +15,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from orchestrator.run.config.load import load_run_config  # noqa: E402
-from orchestrator.run.execute.runner import prepare, run_grid  # noqa: E402
+from orchestrator.run.execute.runner import run_grid  # noqa: E402
+from orchestrator.run.prepare.prepared import prepare  # noqa: E402
 
 
 @pytest.fixture(scope="module")

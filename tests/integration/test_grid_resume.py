@@ -45,6 +45,8 @@ def complete_keys(store: Path) -> set[str]:
         frame = pd.read_parquet(store / "settings")
     except (OSError, ValueError):
         return set()
+    if "status" not in frame.columns:  # the folder exists, its first shard is still a temp file
+        return set()
     return set(frame[frame.status == "complete"].setting_key)
 
 

@@ -89,3 +89,21 @@ def test_every_model_config_field_is_documented(key):
 )
 def test_every_sweep_group_option_is_documented(group, name):
     assert name in CONFIG_DOC, f"sweeps/{group}/{name}.yaml is not in docs/config.md"
+
+
+def project_modules() -> list[Path]:
+    return [
+        path.relative_to(ROOT)
+        for package in ("orchestrator", "workers", "storage")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+    ]
+
+
+@pytest.mark.parametrize("module", project_modules(), ids=str)
+def test_every_module_is_in_the_architecture_doc(module):
+    """docs/architecture.md names every module: its file name, and the folder it sits in."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert module.name in text
+    if len(module.parts) > 2:  # in a folder of its package: that folder is named too
+        assert f"{module.parts[-2]}/" in text

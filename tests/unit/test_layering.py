@@ -1,4 +1,4 @@
-"""The wing rules of DESIGN.md and docs/architecture.md, enforced with `ast`.
+"""The wing rules of docs/architecture.md, enforced with `ast`.
 
 Each rule is a function of one parsed module (its dotted name, its imports, the builtins it
 calls) returning what it objects to. Every module of the project must pass every rule, and each
@@ -55,22 +55,27 @@ ANALYSIS_ALLOWED = frozenset(
 )
 ANALYSIS_FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "__import__"})
 # The report wing reads stores and renders; it never reads config, talks to Ray or loads a
-# model.
-REPORT_FORBIDDEN = frozenset(
+# model. An allowlist: the standard library, the table and plotting libraries, MLflow (the
+# tracker export, imported inside its function), the store, the analysis wing and the
+# contract types.
+REPORT_ALLOWED = frozenset(
     {
-        "orchestrator.run",
-        "orchestrator.tools",
-        "hydra",
-        "omegaconf",
-        "ray",
-        "workers.backends",
-        "workers.session",
-        "workers.tasks",
-        "workers.sandbox",
-        "workers.execution",
-        *HEAVY,
+        "numpy",
+        "pandas",
+        "pyarrow",
+        "matplotlib",
+        "mlflow",
+        "orchestrator.errors",
+        "orchestrator.analysis",
+        "orchestrator.report",
+        "storage",
+        "workers.spec",
+        "workers.keys",
+        "workers.card",
+        "workers.scoring",
     }
 )
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 # How the run wing sees the workers: contract types, the task entry points, the registry.
 RUN_WORKERS_ALLOWED = frozenset(
     {
@@ -83,7 +88,22 @@ RUN_WORKERS_ALLOWED = frozenset(
         "workers.benchmarks.registry",
     }
 )
-RAY_MODULES = frozenset({"orchestrator.run.execute.dispatch", "workers.tasks"})
+RAY_MODULES = frozenset(
+    {"orchestrator.run.execute.dispatch", "orchestrator.run.execute.raycluster", "workers.tasks"}
+)
+# The run wing's sub-wings, bottom floor first: each imports only sub-wings on lower floors
+# (estimate and execute share a floor and never import each other); api.py, the tools' face of
+# the wing, sits on top.
+RUN_FLOORS = {
+    "config": 1,
+    "prepare": 2,
+    "plan": 3,
+    "preflight": 4,
+    "estimate": 5,
+    "execute": 5,
+    "api": 6,
+}
+RUNNER = "orchestrator.run.execute.runner"
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,45 @@ def analysis_is_pure(m: Module) -> list[str]:
 def report_never_reads_config_ray_or_backends(m: Module) -> list[str]:
     if not within(m.name, "orchestrator.report"):
         return []
-    return hits(m.imports, REPORT_FORBIDDEN)
+    return sorted(
+        i
+        for i in m.imports
+        if i.split(".")[0] not in STDLIB and not any(within(i, a) for a in REPORT_ALLOWED)
+    )
+
+
+def tools_see_run_through_its_api(m: Module) -> list[str]:
+    """The tools wing uses the run wing's face (`orchestrator.run.api`), not its rooms."""
+    if not within(m.name, "orchestrator.tools"):
+        return []
+    return [i for i in hits(m.imports, ["orchestrator.run"]) if i != "orchestrator.run.api"]
+
+
+def only_the_cli_runs_a_grid(m: Module) -> list[str]:
+    if within(m.name, "orchestrator.cli") or m.name == RUNNER:
+        return []
+    return hits(m.imports, [RUNNER])
+
+
+def run_floor(name: str) -> int | None:
+    parts = name.split(".")
+    return (
+        RUN_FLOORS.get(parts[2])
+        if len(parts) > 2 and parts[:2] == ["orchestrator", "run"]
+        else None
+    )
+
+
+def run_sub_wings_import_downwards(m: Module) -> list[str]:
+    own = run_floor(m.name)
+    if own is None:
+        return []
+    sub = m.name.split(".")[2]
+    return [
+        i
+        for i in hits(m.imports, ["orchestrator.run"])
+        if (floor := run_floor(i)) is not None and i.split(".")[2] != sub and floor >= own
+    ]
 
 
 def run_sees_workers_through_contracts(m: Module) -> list[str]:
@@ -189,6 +247,9 @@ RULES: dict[str, Callable[[Module], list[str]]] = {
         nothing_imports_the_cli,
         analysis_is_pure,
         report_never_reads_config_ray_or_backends,
+        tools_see_run_through_its_api,
+        only_the_cli_runs_a_grid,
+        run_sub_wings_import_downwards,
         run_sees_workers_through_contracts,
         ray_only_in_dispatch_and_tasks,
         heavy_libraries_only_in_backends,
@@ -249,6 +310,44 @@ def test_the_wings_exist_and_nothing_is_left_flat():
     folders = (ROOT / "orchestrator").iterdir()
     wings = sorted(p.name for p in folders if (p / "__init__.py").exists())
     assert wings == ["analysis", "cli", "report", "run", "tools"]
+
+
+def test_the_run_wing_is_sub_wings_and_its_api():
+    """orchestrator/run/ holds its sub-wings and api.py (the tools' face), nothing flat."""
+    run = ROOT / "orchestrator" / "run"
+    flat = sorted(p.name for p in run.glob("*.py"))
+    assert flat == ["__init__.py", "api.py"]
+    subs = sorted(p.name for p in run.iterdir() if (p / "__init__.py").exists())
+    assert subs == sorted(k for k in RUN_FLOORS if k != "api")
+
+
+def size_breaks(
+    folder: Path, root: Path = ROOT, max_lines: int = 400, max_function: int = 60
+) -> list[str]:
+    out = []
+    for path in sorted(folder.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        if len(text.splitlines()) > max_lines:
+            out.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > max_function:
+                    out.append(f"{where}:{node.name}: {length} lines")
+    return out
+
+
+@pytest.mark.parametrize("wing", ["run", "tools"])
+def test_run_and_tools_keep_the_size_budget(wing):
+    """STYLE rule 3: modules under 400 lines, functions under 60."""
+    assert size_breaks(ROOT / "orchestrator" / wing) == []
+
+
+def test_the_size_budget_catches_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    (tmp_path / "long.py").write_text(f"def f():\n{body}\n")
+    assert size_breaks(tmp_path, root=tmp_path) == ["long.py:f: 62 lines"]
 
 
 def test_importing_the_driver_loads_no_gpu_library():

@@ -37,7 +37,6 @@ from workers.backends.harness import PreparedPrompt, continuation_is_done
 from workers.backends.tokens import (
     ModelSource,
     chat_template_sha256,
-    count_tokens,
     harness_tokenizer,
     render_chat,
     resolve_model_source,
@@ -223,9 +222,6 @@ class HfBackend:
 
     def render_chat(self, messages: Sequence[dict[str, str]]) -> str:
         return render_chat(self.tokenizer, messages)
-
-    def count_tokens(self, prompt: str, add_special_tokens: bool = True) -> int:
-        return count_tokens(self.tokenizer, prompt, add_special_tokens)
 
     def close(self) -> None:
         self.model = None

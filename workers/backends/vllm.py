@@ -37,7 +37,6 @@ from workers.backends.harness import (
 from workers.backends.tokens import (
     ModelSource,
     chat_template_sha256,
-    count_tokens,
     harness_tokenizer,
     render_chat,
     resolve_model_source,
@@ -176,9 +175,6 @@ class VllmBackend:
 
     def render_chat(self, messages: Sequence[dict[str, str]]) -> str:
         return render_chat(self.tokenizer, messages)
-
-    def count_tokens(self, prompt: str, add_special_tokens: bool = True) -> int:
-        return count_tokens(self.tokenizer, prompt, add_special_tokens)
 
     def stream_state(self) -> bytes | None:
         return None  # no global sampling stream: sampled requests carry their own seeds

@@ -18,10 +18,6 @@ class UnknownBenchmark(ValueError):
     """A benchmark name the registry does not know."""
 
 
-def benchmark_names() -> tuple[str, ...]:
-    return tuple(BENCHMARKS)
-
-
 def get_benchmark(name: str) -> BenchmarkDefinition:
     """The definition registered under `name`; UnknownBenchmark (with a suggestion) if none."""
     target = BENCHMARKS.get(name)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.analysis.cost import GPUS
 from orchestrator.errors import ConfigError
 
 
@@ -115,6 +116,12 @@ OPTION_NUMBERS: dict[str, Range] = {
 
 OPTION_FLAGS = ("vllm.enforce_eager", "vllm.batch_invariant", "cluster.cpu_if_no_gpus")
 
+# Options that name one of a few values.
+OPTION_CHOICES: dict[str, tuple[str, ...]] = {
+    "hf.device": ("auto", "cpu", "cuda"),
+    "estimate.gpu": ("auto", *GPUS),
+}
+
 
 def number(key: str, value: Any, spec: Range) -> Any:
     """`value` as spec.kind within its range; ConfigError naming the key otherwise."""
@@ -161,10 +168,22 @@ def flag(key: str, value: Any) -> bool:
 
 
 def option(cfg: Mapping[str, Any], key: str) -> Any:
-    """The checked value of a numeric or boolean option, read from the composed config."""
+    """The checked value of a numeric, boolean or choice option, read from the composed
+    config."""
     node: Any = cfg
     for part in key.split("."):
         node = node[part]
     if key in OPTION_FLAGS:
         return flag(key, node)
+    if key in OPTION_CHOICES:
+        if str(node) not in OPTION_CHOICES[key]:
+            raise choice_error(key, node, OPTION_CHOICES[key])
+        return str(node)
     return number(key, node, OPTION_NUMBERS[key])
+
+
+def read_options(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every numeric, boolean and choice option of the composed config, checked: dotted key
+    -> value. The first bad one is a ConfigError naming it."""
+    keys = [*OPTION_NUMBERS, *OPTION_FLAGS, *OPTION_CHOICES]
+    return {key: option(cfg, key) for key in keys}

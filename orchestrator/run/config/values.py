@@ -1,9 +1,11 @@
 """The values of a setting (top-level keys and grid axes), checked and normalised: decodings,
-templates, variants, precisions, enums and numbers. Used by orchestrator/run/config/load.py."""
+templates, variants, precisions, enums and numbers. `read_cells` reads them all from the
+composed config and the command line's sweeps, once (config/load.py calls it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import ConfigError
@@ -142,3 +144,59 @@ CELL_FIELDS = (
     "seed",
     "seed_policy",
 )
+
+
+@dataclass(frozen=True)
+class CellValues:
+    """A grid's setting values, checked: the defaults, the axes and the decodings they name."""
+
+    defaults: tuple[tuple[str, Any], ...]  # sorted (name, value)
+    axes: tuple[tuple[str, tuple[Any, ...]], ...]  # ordered: the grid's product order
+    decodings: tuple[tuple[str, DecodingSpec], ...]  # every decoding a cell can name
+    grid_models: tuple[str, ...] | None  # the `model` axis of the grid config, if it has one
+
+
+def read_cells(cfg: Mapping[str, Any], sweeps: Mapping[str, list[str]]) -> CellValues:
+    """Every setting value of the composed (plain) config and the command line's sweeps,
+    checked against the configured benchmark; a sweep replaces the grid config's axis."""
+    definition = benchmark_definition(str(cfg["benchmark"]["name"]))
+    presets = cfg["decodings"]
+    if not isinstance(presets, dict):
+        raise ConfigError(f"decodings must be a mapping, got {type(presets).__name__}")
+    grid_models, raw = _grid_axes(cfg["grid"], sweeps)
+    axes = tuple(
+        (name, tuple(validate_cell_value(name, v, presets, definition) for v in values))
+        for name, values in raw.items()
+    )
+    defaults = {
+        name: validate_cell_value(name, cfg[name], presets, definition) for name in CELL_FIELDS
+    }
+    variant = cfg["benchmark"]["variant"]
+    defaults["variant"] = validate_cell_value("variant", variant, presets, definition)
+    names = {str(v) for name, vs in axes if name == "decoding" for v in vs}
+    names.add(defaults["decoding"])
+    return CellValues(
+        defaults=tuple(sorted(defaults.items())),
+        axes=axes,
+        decodings=tuple(sorted((d, decoding_spec(d, presets)) for d in names)),
+        grid_models=grid_models,
+    )
+
+
+def _grid_axes(
+    grid: Any, sweeps: Mapping[str, list[str]]
+) -> tuple[tuple[str, ...] | None, dict[str, list[Any]]]:
+    """(models named by the grid config, {axis: raw values}); command-line sweeps override or
+    add axes (`model` sweeps are the caller's)."""
+    if not isinstance(grid or {}, dict):
+        raise ConfigError("a grid config must be a mapping of axis -> list of values")
+    grid = dict(grid or {})
+    models = grid.pop("model", None)
+    axes: dict[str, list[Any]] = {}
+    for name, values in grid.items():
+        if name not in GRID_AXES:
+            raise choice_error("grid axis", name, GRID_AXES)
+        axes[name] = list(values) if isinstance(values, list) else [values]
+    axes.update({k: v for k, v in sweeps.items() if k != "model"})
+    listed = models if isinstance(models, list) else [models] if models else []
+    return (tuple(str(m) for m in listed) or None), axes

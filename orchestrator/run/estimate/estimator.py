@@ -24,14 +24,19 @@ from orchestrator.analysis.cost import (
     gpu_kind,
     throughput,
 )
-from orchestrator.run.execute.chunks import sequential_stream
-from orchestrator.run.config.costspec import EstimateSpec
-from orchestrator.run.preflight.hardware import GpuInventory, HardwareCheck, Placement, local_gpus, place
-from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
-from orchestrator.run.preflight.checks import PreflightReport
+from orchestrator.run.config.specs import EstimateSpec
 from orchestrator.run.estimate.prompttokens import TokenCounter, token_counter
-from orchestrator.run.execute.runner import PreparedGrid
+from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.run.plan.samples import stored_sample_counts
+from orchestrator.run.preflight.checks import PreflightReport
+from orchestrator.run.preflight.hardware import (
+    GpuInventory,
+    HardwareCheck,
+    Placement,
+    local_gpus,
+    place,
+)
+from orchestrator.run.prepare.prepared import PreparedGrid
 from storage.store import Store
 from workers.keys import engine_key
 from workers.spec import SettingSpec, precision_label
@@ -170,7 +175,7 @@ def _setting_row(
     e = s.engine
     note = (
         "one sequential random stream: replica 0 only"
-        if replicas > 1 and sequential_stream(s)
+        if replicas > 1 and s.sequential_stream
         else None
     )
     return {

@@ -24,20 +24,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workers.spec import ChunkRequest, SeedPolicy, SettingSpec
-
-
-@dataclass(frozen=True)
-class ChunkPolicy:
-    every_s: float = 60.0  # target seconds of generation per chunk (time-sized backends)
-    every_samples: int | None = None  # fixed samples per chunk, every backend (None: by time)
-    first_samples: int = 4  # a unit's first chunk, before its throughput is measured
-    batched_samples: int = 256  # samples per setting in a batched backend's chunk
-
-
-def sequential_stream(setting: SettingSpec) -> bool:
-    """Draws from the harness's one global random stream (harness seeding with sampling)."""
-    return setting.decoding.do_sample and setting.seed_policy is SeedPolicy.HARNESS
+from orchestrator.run.config.specs import ChunkPolicy
+from workers.spec import ChunkRequest, SettingSpec
 
 
 @dataclass(frozen=True)
@@ -65,7 +53,7 @@ class SettingWork:
 
     @property
     def sequential(self) -> bool:
-        return sequential_stream(self.setting)
+        return self.setting.sequential_stream
 
     @property
     def finished(self) -> bool:
@@ -80,7 +68,7 @@ def resume(key: str, setting: SettingSpec, task_ids: Sequence[str], stored: Stor
     remaining = [t for t in task_ids if t not in stored.task_ids]
     if not stored.task_ids:
         return SettingWork(key, setting, list(task_ids), stored.next_chunk), False
-    if sequential_stream(setting):
+    if setting.sequential_stream:
         prefix = list(task_ids[: len(stored.task_ids)])
         contiguous = set(prefix) == stored.task_ids and stored.last_task == prefix[-1]
         if not contiguous or stored.stream_state is None:

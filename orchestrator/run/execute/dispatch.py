@@ -11,150 +11,36 @@ talks to Ray.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import RayError
 
 from orchestrator.errors import ClusterError
-from orchestrator.run.preflight.address import probe_cluster
-from orchestrator.run.execute.chunks import ChunkPolicy, UnitQueue, resume
-from orchestrator.run.preflight.compat import explain_connect_error
-from orchestrator.run.config.load import ClusterSpec
-from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
+from orchestrator.run.execute.chunks import UnitQueue, resume
 from orchestrator.run.execute.progress import Progress
+from orchestrator.run.execute.raycluster import describe_error
 from orchestrator.run.execute.rows import output_tokens
 from orchestrator.run.execute.signals import StopRequest
+from orchestrator.run.execute.units import (
+    DispatchOptions,
+    DispatchSummary,
+    Replica,
+    RunningUnit,
+    engine_label,
+    label,
+)
 from orchestrator.run.execute.writer import StoreWriter
-from workers.spec import BackendName, ChunkRequest, SandboxLimits, SettingFailure
+from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
+from workers.spec import BackendName, SettingFailure
 from workers.tasks import EngineWorker, execute_samples
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_POLL_S = 2.0  # how often a replica is asked what it is doing
-
-
-@dataclass(frozen=True)
-class DispatchOptions:
-    cluster: ClusterSpec
-    limits: SandboxLimits
-    exec_workers: int | None
-    checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
-
-
-@dataclass
-class DispatchSummary:
-    generated: int = 0
-    executed: int = 0
-    failed: int = 0
-    engine_loads: int = 0
-    scores: dict[str, float | None] = field(default_factory=dict)
-
-
-def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
-    """Connect to `cluster.address`, or start a private local instance (never attach to a
-    machine-wide one by accident: address="local"). The local instance declares the execution
-    resource, one slot per CPU."""
-    if ray.is_initialized():
-        return {"address": "already-initialized", "started": False}
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if cluster.address:
-        logger.info("connecting to the Ray cluster at %s", cluster.address)
-        # the head may have gone since the preflight: a closed port is an error now, not a
-        # retry loop of Ray's
-        probe_cluster(cluster)
-        ctx = _connect(cluster.address)
-        started = False
-    else:
-        logger.info("starting a local Ray instance")
-        slots = cluster.num_cpus or os.cpu_count() or 1
-        resources = {cluster.exec_resource: float(slots)} if cluster.exec_resource else None
-        ctx = ray.init(
-            address="local",
-            num_cpus=cluster.num_cpus,
-            num_gpus=cluster.num_gpus,
-            resources=resources,
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-        started = True
-    address = getattr(ctx, "address_info", {}).get("address", cluster.address or "local")
-    return {"address": address, "started": started}
-
-
-CONNECT_ATTEMPTS = 3
-
-
-def _connect(address: str):
-    """Connect to an existing cluster. A `ray://` client connection is retried: the head starts
-    a client server per connection, which can time out on a loaded head."""
-    for attempt in range(1, CONNECT_ATTEMPTS + 1):
-        try:
-            return ray.init(address=address, log_to_driver=False)
-        except RuntimeError as e:
-            mismatch = explain_connect_error(e, address)  # another Python or Ray version
-            if mismatch is None:
-                raise
-            raise mismatch from e
-        except ConnectionError as e:
-            if not address.startswith("ray://") or attempt == CONNECT_ATTEMPTS:
-                raise ClusterError(f"cannot connect to the Ray cluster at {address}: {e}") from e
-            logger.warning(
-                "connecting to %s failed (%s); retrying", address, str(e).splitlines()[0]
-            )
-            time.sleep(2.0 * attempt)
-    raise AssertionError("unreachable")
-
-
-def stop_ray() -> None:
-    """Disconnect; a local instance this process started stops with it."""
-    if ray.is_initialized():
-        ray.shutdown()
-
-
-def label(item: PlannedSetting) -> str:
-    s = item.setting
-    e = s.engine
-    return (
-        f"{e.model.name}/{e.backend}/{e.dtype}/{e.quant} {s.template} {s.decoding.name} "
-        f"L{s.max_length}"
-    )
-
-
-def engine_label(unit: EngineUnit) -> str:
-    e = unit.engine
-    return f"{e.model.name}/{e.backend}/{e.dtype}/{e.quant}"
-
-
-@dataclass
-class Replica:
-    """One live engine actor of a unit: what the drain loop and the watchdog track."""
-
-    index: int
-    actor: Any
-    last_progress: float
-    in_flight: Any = None  # the ref of the chunk call being generated
-    chunks: tuple[ChunkRequest, ...] = ()
-    progress_ref: Any = None
-    polled_at: float = 0.0
-    seen: tuple[int, int] = (-1, -1)  # (samples, tokens) at the last poll
-    timeouts: int = 0
-    gave_up: bool = False  # the watchdog killed it for good
-    closed: bool = False
-
-
-@dataclass
-class RunningUnit:
-    unit: EngineUnit
-    queue: UnitQueue
-    items: dict[str, PlannedSetting]
-    replicas: list[Replica] = field(default_factory=list)
-    order: tuple[str, ...] = ()  # the benchmark's task ids (for sample order)
 
 
 class Dispatcher:
@@ -340,7 +226,7 @@ class Dispatcher:
     def _unit_failed(self, running: RunningUnit, replica: Replica, error: RayError) -> None:
         """The engine itself failed (it could not load, or its process died beyond its
         restarts): every unfinished setting of the unit fails with that error, once."""
-        error_type, message = _describe(error)
+        error_type, message = describe_error(error)
         if replica.gave_up:
             error_type = "Timeout"
             message = (
@@ -366,7 +252,7 @@ class Dispatcher:
         try:
             batch = ray.get(ref)
         except RayError as e:
-            error_type, message = _describe(e)
+            error_type, message = describe_error(e)
             self._fail(item, error_type, message, generating=False)
             return
         score = self.writer.executed(item.key, item.setting, batch)
@@ -510,13 +396,4 @@ class Dispatcher:
         self._exec.clear()
 
 
-def _describe(error: RayError) -> tuple[str, str]:
-    """Error type and message of a Ray failure, unwrapping application exceptions."""
-    if isinstance(error, RayTaskError):
-        cause = error.cause if getattr(error, "cause", None) is not None else error
-        return type(cause).__name__, str(cause).strip().splitlines()[-1][:2000]
-    text = str(error).strip()
-    return type(error).__name__, (text.splitlines()[0] if text else type(error).__name__)[:2000]
-
-
-__all__: Sequence[str] = ("Dispatcher", "DispatchOptions", "DispatchSummary", "start_ray")
+__all__: Sequence[str] = ("Dispatcher", "DispatchOptions", "DispatchSummary")

@@ -47,22 +47,40 @@ def setting_row(
     attempts: int = 0,
     provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    engine, model, decoding = setting.engine, setting.engine.model, setting.decoding
     row: dict[str, Any] = {
         "setting_key": key,
-        "engine_key": engine_key(engine),
+        "engine_key": engine_key(setting.engine),
         "status": status.value,
         "status_reason": reason,
         "error_type": error_type,
         "attempts": attempts,
         "run_id": run_id,
         "updated_at": now,
+        **spec_columns(setting),
+    }
+    if facts is not None:
+        row.update(
+            template_kind=facts.template_kind,
+            n_problems=facts.n_problems,
+            benchmark_n_problems=facts.benchmark_n_problems,
+            benchmark_card_json=facts.card_json,
+        )
+    row.update(provenance or {})
+    return row
+
+
+def spec_columns(setting: SettingSpec) -> dict[str, Any]:
+    """A setting's spec as settings-row columns: the model, the engine, the benchmark and the
+    generation parameters, and its keyed fields as canonical JSON."""
+    engine, model, decoding = setting.engine, setting.engine.model, setting.decoding
+    return {
         "model_name": model.name,
         "model_repo_id": model.repo_id,
         "model_revision": model.revision,
         "model_family": model.family,
         "model_size_b": model.size_b,
         "model_tuning": model.tuning.value,
+        "model_own_template": model.own_template,
         "backend": engine.backend.value,
         "claimed_backend": engine.claimed_backend.value if engine.claimed_backend else None,
         "dtype": engine.dtype.value,
@@ -87,17 +105,7 @@ def setting_row(
         "seed": setting.seed,
         "seed_policy": setting.seed_policy.value,
         "setting_json": canonical_json(setting_fields(setting)),
-        "model_own_template": model.own_template,
     }
-    if facts is not None:
-        row.update(
-            template_kind=facts.template_kind,
-            n_problems=facts.n_problems,
-            benchmark_n_problems=facts.benchmark_n_problems,
-            benchmark_card_json=facts.card_json,
-        )
-    row.update(provenance or {})
-    return row
 
 
 def provenance_of(result: SettingGenerations, library_versions: str) -> dict[str, Any]:

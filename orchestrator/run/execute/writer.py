@@ -154,12 +154,16 @@ class StoreWriter:
             self._in_progress.add(key)
             self._write(key, setting, SettingStatus.RUNNING)
 
-    def generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
+    def generated(
+        self, key: str, setting: SettingSpec, result: SettingGenerations, counted: bool = True
+    ) -> None:
+        """Commit a setting's generations as one shard. `counted` False: they were made
+        elsewhere (an imported harness file), so this run did not generate them."""
         self.store.write_rows("generations", key, generation_rows(key, result.samples))
         self._attempts[key] = self._known_attempts(key) + 1
         self._provenance[key] = provenance_of(result, self.library_versions)
         self._write(key, setting, SettingStatus.RUNNING)
-        self.n_generated += 1
+        self.n_generated += int(counted)
 
     def chunk_generated(self, key: str, setting: SettingSpec, result: SettingGenerations) -> None:
         """Commit one chunk of a setting's generations (its own atomic shard), and the
@@ -251,6 +255,17 @@ class StoreWriter:
         self.n_executed += 1
         return score
 
+    def repeat_checked(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Record a `repeat-check`: its rows, one per checked setting, as the `repeat_checks`
+        shard of this run (the run's record is its commit record)."""
+        if not self.store.holds_writer_lock:
+            raise NotLockHolder(
+                f"recording a repeat-check in store {self.store.uri} needs its writer lock"
+            )
+        if any(r["run_id"] != self.run_id for r in rows):
+            raise ValueError(f"every repeat-check row must carry the run id {self.run_id}")
+        self.store.write_rows("repeat_checks", self.run_id, list(rows))
+
     def failed(
         self,
         key: str,
@@ -266,16 +281,3 @@ class StoreWriter:
         if generation_attempt:
             self._attempts[key] = self._known_attempts(key) + 1
         self._write(key, setting, SettingStatus.FAILED, reason=message, error_type=error_type)
-
-
-def write_repeat_check(
-    store: Store, run_id: str, rows: Sequence[Mapping[str, Any]], run_row: Mapping[str, Any]
-) -> None:
-    """Record a `repeat-check` (the caller holds the writer lock): its rows, one per checked
-    setting, as the `repeat_checks` shard of its run id, then its runs row (the commit record)."""
-    if not store.holds_writer_lock:
-        raise NotLockHolder(f"recording a repeat-check in store {store.uri} needs its writer lock")
-    if any(r["run_id"] != run_id for r in rows) or run_row["run_id"] != run_id:
-        raise ValueError(f"every repeat-check row must carry the run id {run_id}")
-    store.write_rows("repeat_checks", run_id, list(rows))
-    store.write_rows("runs", run_id, [dict(run_row)])

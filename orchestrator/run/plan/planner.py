@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from orchestrator.run.prepare.grid import Cell
+from orchestrator.run.prepare.prepared import ExecutionIdentity
 from storage.index import SettingState
 from storage.schema import SettingStatus
 from workers.keys import engine_key
@@ -39,14 +40,6 @@ INFRASTRUCTURE_ERRORS = frozenset(
         "RaySystemError",
     }
 )
-
-
-@dataclass(frozen=True)
-class ExecutionIdentity:
-    """The execution identity a run would give a setting (workers/keys.py execution_key)."""
-
-    key: str
-    fields_json: str  # canonical JSON of execution_fields
 
 
 def execution_change(stored_json: str | None, expected: ExecutionIdentity | None) -> str:

@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass
 
 from orchestrator.errors import ClusterError
-from orchestrator.run.config.load import ClusterSpec
+from orchestrator.run.config.specs import ClusterSpec
 
 GCS_PORT = 6379  # `ray start --head` default port (the GCS), for an address without a port
 CLIENT_PORT = 10001  # Ray client server default, for `ray://host` without a port

@@ -1,9 +1,9 @@
 """Fail early: what would stop a grid, found before Ray starts or a GPU is held.
 
 `preflight(prepared, plan)` checks, for the engines that still have settings to generate,
-whether each model's weights can be had (orchestrator/run/preflight/weights.py) and whether the target
-cluster can place each engine (orchestrator/run/preflight/hardware.py). The report is typed and converts
-to JSON-native data (`plan --json`); a problem is blocking when the run would certainly fail.
+whether each model's weights can be had (preflight/weights.py) and whether the target cluster
+can place each engine (preflight/hardware.py). The report is typed and converts to JSON-native
+data (`plan --json`); a problem is blocking when the run would certainly fail.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.errors import ClusterError, ConfigError
+from orchestrator.run.config.specs import ClusterSpec
+from orchestrator.run.plan.planner import Plan
 from orchestrator.run.preflight.address import probe_cluster
-from orchestrator.run.config.load import ClusterSpec
 from orchestrator.run.preflight.hardware import (
     GpuInventory,
     HardwareCheck,
@@ -24,13 +25,10 @@ from orchestrator.run.preflight.hardware import (
     local_gpus,
     place,
 )
-from orchestrator.run.plan.planner import Plan
 from orchestrator.run.preflight.weights import WeightsCheck, WeightsStatus, check_all
+from orchestrator.run.prepare.prepared import PreparedGrid
 from workers.keys import engine_key
 from workers.spec import BackendName, EngineSpec
-
-if TYPE_CHECKING:  # runner calls preflight: a runtime import would be circular
-    from orchestrator.run.execute.runner import PreparedGrid
 
 NEEDS_WEIGHTS = (BackendName.HF, BackendName.VLLM)  # replay and fake load no model
 

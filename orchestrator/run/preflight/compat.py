@@ -11,16 +11,14 @@ caller passes the versions or the error (docs/install.md, "A driver and its clus
 
 from __future__ import annotations
 
-import platform
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from importlib import metadata
 
 from orchestrator.errors import ClusterError
 
 CLIENT_PREFIX = "ray://"
-# Ray's own text (ray._private.utils.check_version_info); tests/unit/orchestrator/run/
+# Ray's own text (ray._private.utils.check_version_info); tests/unit/orchestrator/run/preflight/
 # test_compat.py feeds it the installed Ray's message, so a change of wording fails there.
 _RAY_MISMATCH = re.compile(
     r"Version mismatch: The cluster was started with:\s+Ray: (?P<cluster_ray>\S+)\s+"
@@ -42,35 +40,8 @@ class Versions:
     ray: str  # e.g. "2.60.0"
 
 
-def this_driver() -> Versions:
-    """This process's Python and installed Ray (without importing Ray)."""
-    return Versions(platform.python_version(), metadata.version("ray"))
-
-
-def match_level(address: str, configured: str | None = None) -> MatchLevel:
-    """The level Ray applies to this address; `configured` is the value of
-    RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL (read by the config), None when unset."""
-    if address.startswith(CLIENT_PREFIX):
-        return MatchLevel.MINOR
-    if configured is None:
-        return MatchLevel.PATCH
-    try:
-        return MatchLevel(configured)
-    except ValueError:
-        choices = ", ".join(m.value for m in MatchLevel)
-        raise ClusterError(
-            f"RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL={configured!r}; valid: {choices}"
-        ) from None
-
-
 def _python_part(version: str, level: MatchLevel) -> tuple[str, ...]:
     return tuple(version.split(".")[: 2 if level is MatchLevel.MINOR else 3])
-
-
-def versions_match(driver: Versions, cluster: Versions, level: MatchLevel) -> bool:
-    return driver.ray == cluster.ray and (
-        _python_part(driver.python, level) == _python_part(cluster.python, level)
-    )
 
 
 def mismatch_error(
@@ -86,14 +57,6 @@ def mismatch_error(
         "(the sandbox image is one: docs/install.md), or submit the run as a Ray job, which runs "
         "on the cluster's Python: ray job submit --address http://HEAD:8265 -- reprogrid run ..."
     )
-
-
-def check_cluster_versions(
-    driver: Versions, cluster: Versions, address: str, level: MatchLevel
-) -> None:
-    """Raise the ClusterError of `mismatch_error` unless Ray would accept this driver."""
-    if not versions_match(driver, cluster, level):
-        raise mismatch_error(driver, cluster, address, level)
 
 
 def explain_connect_error(error: BaseException, address: str) -> ClusterError | None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.run.config.load import ClusterSpec
+from orchestrator.run.config.specs import ClusterSpec
 from workers.spec import BackendName, EngineSpec
 
 NVIDIA_SMI_TIMEOUT_S = 20.0  # nvidia-smi answers in well under a second on a healthy driver
@@ -128,7 +128,7 @@ class HardwareCheck:
 
 
 def gpus_needed(engine: EngineSpec) -> int:
-    """GPUs the dispatcher reserves for the engine (run/execute/dispatch.py: replay loads no model)."""
+    """GPUs the dispatcher reserves for the engine (execute/dispatch.py: replay loads none)."""
     return 0 if engine.backend is BackendName.REPLAY else engine.model.num_gpus
 
 

@@ -8,7 +8,7 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.run.config.load import RunConfig
+from orchestrator.run.config.specs import RunConfig
 from workers.benchmarks.base import BenchmarkDefinition
 from workers.benchmarks.registry import get_benchmark
 from workers.keys import path_keyed, setting_key
@@ -50,8 +50,8 @@ class Environment:
 
     vllm_installed: bool = False
     replay_files: Mapping[str, str] = field(default_factory=dict)  # replay file -> its sha256
-    # repo_id -> what a local folder holds (orchestrator/run/prepare/modelid.py): the model's identity
-    # in the key. A repo_id without an entry is keyed as itself (a Hub id).
+    # repo_id -> what a local folder holds (prepare/modelid.py): the model's identity in the
+    # key. A repo_id without an entry is keyed as itself (a Hub id).
     model_identities: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -174,7 +174,7 @@ def test_the_mapping_loads_and_checks(tmp_path):
 
 
 def test_the_shipped_mapping_names_configured_models_and_literature_rows():
-    from orchestrator.run.config.load import available
+    from orchestrator.run.config.compose import available
 
     mapping = parse_literature_mapping(*read_location(HUMANEVALFIX.mapping, None))
     assert mapping.benchmark == "humanevalfix"
@@ -212,7 +212,7 @@ def test_the_leaderboard_loads_from_the_data_folder(shared_data):
 
 
 def test_the_infibench_mapping_names_configured_models_and_leaderboard_rows(shared_data):
-    from orchestrator.run.config.load import available
+    from orchestrator.run.config.compose import available
 
     mapping = parse_literature_mapping(*read_location(INFIBENCH.mapping, None))
     assert mapping.benchmark == "infibench"

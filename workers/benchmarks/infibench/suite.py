@@ -27,7 +27,6 @@ from workers.benchmarks.infibench.criteria import Criteria, CriteriaError, parse
 from workers.keys import canonical_json, sha256_hex
 
 V21_SUITE_FILE = "suite_v2.1.yaml"
-PACKED_V21_CSV = "batched_cases/suite_v2.1_data.csv"
 DEV_SUITE_DIR = "official_results/dev_v2.0.0"
 DEV_SUITE_FILE = "suite_v2.0.0_dev.yaml"
 

@@ -11,8 +11,8 @@ from orchestrator.analysis.agreement import flips, per_backend
 from orchestrator.analysis.noise import outcome_changes
 from orchestrator.report.compare import compare_backends, render_comparison
 from orchestrator.run.config.load import load_run_config
-from orchestrator.run.prepare.grid import Environment, expand_grid
 from orchestrator.run.execute.rows import execution_rows, generation_rows, score_row, setting_row
+from orchestrator.run.prepare.grid import Environment, expand_grid
 from orchestrator.tools.repeat_check import CompareError, render_repeat_check, resolve_keys
 from storage.schema import SettingStatus
 from storage.store import Store

@@ -75,8 +75,8 @@ def test_a_truncated_chunk_shows_as_damaged_in_status_and_plan(env, capsys, tmp_
 
 
 def test_plan_gives_the_reason_of_a_damaged_setting(env, capsys, tmp_path):
-    from orchestrator.run.prepare.grid import Cell
     from orchestrator.run.plan.planner import Action, plan_settings
+    from orchestrator.run.prepare.grid import Cell
     from storage.index import build_index
 
     keys = three_settings(tmp_path)

@@ -101,9 +101,9 @@ def test_the_report_is_the_same_after_the_models_yaml_is_edited_or_deleted(
     env, capsys, tmp_path, monkeypatch, problem_set
 ):
     from orchestrator.run.config.load import load_run_config
-    from orchestrator.run.prepare.grid import Environment, expand_grid
     from orchestrator.run.execute.writer import StoreWriter
-    from tests.unit.orchestrator.run.test_plan import generated
+    from orchestrator.run.prepare.grid import Environment, expand_grid
+    from tests.unit.orchestrator.run.plan.test_plan import generated
     from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
     from workers.spec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
 

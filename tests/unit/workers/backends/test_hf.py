@@ -10,6 +10,7 @@ pytest.importorskip("transformers")
 
 from workers.backends.hf import EndOfFunctionCriteria, HfBackend  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
+from workers.backends.tokens import count_tokens  # noqa: E402
 from workers.spec import (  # noqa: E402
     BackendName,
     Dtype,
@@ -55,7 +56,7 @@ def test_greedy_is_deterministic_and_sliced_at_the_prompt(backend):
     again = backend.generate([request(prompt)])
     assert first == again
     g = first[0]
-    assert g.n_prompt_tokens == backend.count_tokens(prompt)
+    assert g.n_prompt_tokens == count_tokens(backend.tokenizer, prompt)
     assert not g.prompt_truncated and not g.decode_mismatch
     full = backend.tokenizer.decode(
         backend.tokenizer(prompt).input_ids[1:] + list(g.output_token_ids)
@@ -65,7 +66,7 @@ def test_greedy_is_deterministic_and_sliced_at_the_prompt(backend):
 
 def test_length_limit_counts_prompt_and_output_tokens(backend):
     prompt = "def add(a, b):\n    return a + b\n" * 3
-    n = backend.count_tokens(prompt)
+    n = count_tokens(backend.tokenizer, prompt)
     g = backend.generate([request(prompt, max_length=n + 5, stop=())])[0]
     assert g.n_output_tokens <= 5
     assert g.n_prompt_tokens + g.n_output_tokens <= n + 5
@@ -73,7 +74,7 @@ def test_length_limit_counts_prompt_and_output_tokens(backend):
 
 def test_a_prompt_at_or_over_the_limit_is_truncated_flagged_and_not_generated(backend):
     prompt = "x = 1\n" * 200
-    n = backend.count_tokens(prompt)
+    n = count_tokens(backend.tokenizer, prompt)
     over = backend.generate([request(prompt, max_length=64)])[0]
     assert over.prompt_truncated and over.hit_length_limit
     assert over.n_prompt_tokens == n and over.n_output_tokens == 0

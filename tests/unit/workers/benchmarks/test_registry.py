@@ -11,10 +11,10 @@ import pytest
 from orchestrator.cli import main
 from workers.benchmarks import registry
 from workers.benchmarks.base import Benchmark, BenchmarkDefinition, BenchmarkSource
-from workers.benchmarks.registry import UnknownBenchmark, benchmark_names, get_benchmark
+from workers.benchmarks.registry import BENCHMARKS, UnknownBenchmark, get_benchmark
 
 
-@pytest.mark.parametrize("name", benchmark_names())
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
 def test_shipped_benchmarks_implement_the_protocols(name, shared_data):
     definition = get_benchmark(name)
     assert isinstance(definition, BenchmarkDefinition) and definition.name == name

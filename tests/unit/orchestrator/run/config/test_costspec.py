@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.run.config.load import load_run_config
-from orchestrator.run.config.costspec import EstimateSpec, PreflightSpec
+from orchestrator.run.config.specs import EstimateSpec, PreflightSpec
 
 
 def test_defaults_are_the_config_files():

@@ -92,7 +92,7 @@ def test_every_numeric_option_of_the_root_config_has_a_range():
     """A numeric option added to sweeps/config.yaml without a range would go unchecked."""
     from omegaconf import OmegaConf
 
-    from orchestrator.run.config.load import compose_config
+    from orchestrator.run.config.compose import compose_config
 
     cfg = OmegaConf.to_container(compose_config(["model=tiny"]), resolve=True)
     numeric = set()

@@ -9,18 +9,19 @@ import pytest
 
 from orchestrator.analysis.cost import GPUS, REFERENCE_GPU
 from orchestrator.run.config.load import load_run_config
-from orchestrator.run.config.costspec import EstimateSpec
+from orchestrator.run.config.specs import EstimateSpec
 from orchestrator.run.estimate.estimator import (
     measured_throughput,
     plan_json,
     resolve_devices,
     setting_work,
 )
-from orchestrator.run.preflight.hardware import GpuInventory, GpuSource
-from orchestrator.run.preflight.checks import preflight
 from orchestrator.run.estimate.prompttokens import TokenCounter, token_counter
-from orchestrator.run.execute.runner import make_plan, prepare
 from orchestrator.run.plan.samples import stored_sample_counts
+from orchestrator.run.plan.state import make_plan
+from orchestrator.run.preflight.checks import preflight
+from orchestrator.run.preflight.hardware import GpuInventory, GpuSource
+from orchestrator.run.prepare.prepared import prepare
 from storage.store import Store
 
 TINY = ["model=tiny", "benchmark.limit=4", "template=instruct", "decoding=greedy"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.run.execute.chunks import ChunkPolicy, Stored, UnitQueue, resume, sequential_stream
 from orchestrator.run.config.load import load_run_config
+from orchestrator.run.config.specs import ChunkPolicy
+from orchestrator.run.execute.chunks import Stored, UnitQueue, resume
 from orchestrator.run.prepare.grid import Environment, expand_grid
 
 TASKS = tuple(f"Python/{i}" for i in range(10))
@@ -44,7 +45,7 @@ def test_fixed_samples_are_whole_problems():
 
 def test_a_sequential_stream_goes_to_replica_0_one_chunk_at_a_time():
     [stream] = settings("decoding=t0.8")  # seed_policy=harness: one global stream
-    assert sequential_stream(stream)
+    assert stream.sequential_stream
     q, _ = queue(stream)
     assert q.next_chunks(1) == []  # never another replica
     first = q.next_chunks(0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.run.config.load import load_run_config
-from orchestrator.run.prepare.grid import Environment, expand_grid
-from orchestrator.run.plan.planner import Action, plan_settings
 from orchestrator.run.execute.writer import StoreWriter
+from orchestrator.run.plan.planner import Action, plan_settings
+from orchestrator.run.prepare.grid import Environment, expand_grid
 from storage.index import build_index
 from storage.store import Store
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix

@@ -8,6 +8,7 @@ import socket
 import pytest
 
 from orchestrator.errors import ClusterError
+from orchestrator.run.config.load import load_run_config
 from orchestrator.run.preflight.address import (
     ADDRESS_FILE,
     CLIENT_PORT,
@@ -17,7 +18,6 @@ from orchestrator.run.preflight.address import (
     probe_cluster,
     resolve_auto,
 )
-from orchestrator.run.config.load import load_run_config
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from orchestrator.errors import ConfigError
 from orchestrator.run.config.load import load_run_config
 from orchestrator.run.plan.planner import Plan
+from orchestrator.run.plan.state import make_plan
 from orchestrator.run.preflight.checks import (
     PreflightFailed,
     ProblemKind,
@@ -17,8 +18,8 @@ from orchestrator.run.preflight.checks import (
     preflight,
     raise_if_blocking,
 )
-from orchestrator.run.execute.runner import make_plan, prepare
 from orchestrator.run.preflight.weights import WeightsStatus
+from orchestrator.run.prepare.prepared import prepare
 from storage.store import Store
 
 TINY = ["model=tiny", "benchmark.limit=2", "template=instruct", "decoding=greedy"]

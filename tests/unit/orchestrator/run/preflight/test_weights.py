@@ -2,9 +2,9 @@
 network / repository not found / revision not found / gated), each naming repo and revision.
 
 The Hub cases use huggingface_hub's real requests and exceptions: HF_ENDPOINT points at a local
-server that answers as the Hub does (tests/unit/orchestrator/run/preflight/hub_server.py) or at a closed
-port. huggingface_hub reads HF_ENDPOINT, HF_HUB_CACHE and HF_HUB_OFFLINE when it is imported,
-so those checks run in a fresh interpreter.
+server that answers as the Hub does (hub_server.py beside this file) or at a closed port.
+huggingface_hub reads HF_ENDPOINT, HF_HUB_CACHE and HF_HUB_OFFLINE when it is imported, so
+those checks run in a fresh interpreter.
 """
 
 from __future__ import annotations

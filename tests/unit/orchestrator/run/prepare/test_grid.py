@@ -6,8 +6,13 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.run.config.load import load_run_config
-from orchestrator.run.prepare.grid import VLLM_FP4_REASON, VLLM_INT8_REASON, Environment, expand_grid
 from orchestrator.run.plan.planner import plan_settings
+from orchestrator.run.prepare.grid import (
+    VLLM_FP4_REASON,
+    VLLM_INT8_REASON,
+    Environment,
+    expand_grid,
+)
 from workers.keys import engine_key
 
 

@@ -11,11 +11,13 @@ import pytest
 from tests.unit.workers.benchmarks.infibench.conftest import make_case
 from workers.benchmarks.infibench.suite import (
     DEV_SUITE_DIR,
-    PACKED_V21_CSV,
     SuiteError,
     load_packed_suite,
     load_suite,
 )
+
+# The official packed CSV of suite v2.1 (what `benchmark.source=<csv>` loads).
+PACKED_V21_CSV = "batched_cases/suite_v2.1_data.csv"
 
 
 def test_v21_counts(v21_suite):
