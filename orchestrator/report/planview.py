@@ -33,6 +33,29 @@ def _estimate_lines(data: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cluster_lines(data: dict[str, Any]) -> list[str]:
+    """The wall time on the cluster the plan is sized for (orchestrator/run/estimate/sizing.py)."""
+    c = data.get("cluster")
+    if not c or data["estimate_basis"] is None:
+        return []
+    each = f"cluster.replicas={c['replicas']}"
+    hours = f"{c['gpu_hours']:.1f} GPU-hours on {c['gpu']} ({each})"
+    if c["makespan_s"] is None:
+        return [
+            f"on a cluster: {hours}, the longest unit {format_duration(c['longest_unit_s'])}; "
+            f"wall time: {c['gpus_source']}"
+        ]
+    bound = c["lower_bound_s"]
+    lines = [
+        f"on {c['gpus']} GPU(s) ({c['gpus_source']}): wall time "
+        f"{format_duration(c['makespan_s'])} (lower bound {format_duration(bound)}: the work "
+        f"over the GPUs or the longest unit, {format_duration(c['longest_unit_s'])}), {hours}"
+    ]
+    if c["unplaceable"]:
+        lines.append(f"  {len(c['unplaceable'])} engine(s) need more GPUs than that: not counted")
+    return lines
+
+
 def _preflight_lines(pre: dict[str, Any] | None) -> list[str]:
     if pre is None:
         return []
@@ -64,7 +87,14 @@ def _engine_header(g: dict[str, Any]) -> str:
         return head
     hours = f", {g['estimated_gpu_hours']:.1f} GPU-h" if g["estimated_gpu_hours"] else ""
     basis = BASIS_TEXT.get(g["basis"], g["basis"])
-    return f"{head} ~{format_duration(g['estimated_s'])} on {g['device']}{hours} [{basis}]"
+    cluster = ""
+    if g.get("cluster_s") is not None and g["estimated_gpu_hours"]:
+        gain = f", x{g['replica_gain']:.1f}" if g["replicas_running"] > 1 else ""
+        cluster = (
+            f"; on the cluster {format_duration(g['cluster_s'])} with "
+            f"{g['replicas_running']} replica(s){gain}"
+        )
+    return f"{head} ~{format_duration(g['estimated_s'])} on {g['device']}{hours}{cluster} [{basis}]"
 
 
 def render_plan(data: dict[str, Any]) -> str:
@@ -76,6 +106,7 @@ def render_plan(data: dict[str, Any]) -> str:
         f"engine loads: {data['engine_loads']}; generations: {data['generations']} samples "
         f"({data['n_problems']} problems)",
         *_estimate_lines(data),
+        *_cluster_lines(data),
         *_preflight_lines(data.get("preflight")),
         *(f"warning: {w}" for w in data.get("warnings", [])),
     ]

@@ -87,6 +87,7 @@ OPTION_NUMBERS: dict[str, Range] = {
     "execution.workers": Range(int, 1, 4096, nullable=True),
     "cluster.num_cpus": Range(int, 1, nullable=True),
     "cluster.num_gpus": Range(int, 0, nullable=True),
+    "cluster.gpus": Range(int, 1, 1_000_000, nullable=True),
     "cluster.engine_cpus": Range(float, 0),
     "cluster.exec_cpus": Range(float, 0, low_open=True),
     "cluster.max_retries": Range(int, 0, 1000),

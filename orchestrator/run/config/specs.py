@@ -60,6 +60,7 @@ class ClusterSpec:
     env_address: str | None = None  # RAY_ADDRESS, which Ray prefers over `auto`
     ray_temp_dir: str | None = None  # RAY_TMPDIR (None: <system temp>/ray, Ray's default)
     visible_gpus: str | None = None  # CUDA_VISIBLE_DEVICES (None: unset)
+    gpus: int | None = None  # the cluster `plan` sizes the estimate for (None: the target's)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -24,8 +24,18 @@ from orchestrator.analysis.cost import (
     gpu_kind,
     throughput,
 )
+from orchestrator.analysis.schedule import Schedule
 from orchestrator.run.config.specs import EstimateSpec
 from orchestrator.run.estimate.prompttokens import TokenCounter, token_counter
+from orchestrator.run.estimate.sizing import (
+    UnitSizing,
+    cluster_json,
+    cluster_schedule,
+    cluster_target,
+    engine_json,
+    replica_warning,
+    size_unit,
+)
 from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.run.plan.samples import stored_sample_counts
 from orchestrator.run.preflight.checks import PreflightReport
@@ -116,6 +126,9 @@ class EngineEstimate:
     gpu_hours: float  # GPU-hours it holds on the GPU (also when it runs on CPU here)
     model: EngineCost  # the cost model's view on that device (also when measured)
     fits_gpu: bool | None  # its weights fit the GPU's memory x num_gpus (None: model-free)
+    # One replica on the GPU (measured there, else the model): (load_s, load + generation)
+    on_gpu: tuple[float, float] = (0.0, 0.0)
+    cluster: UnitSizing | None = None  # on the cluster's GPU with its replicas
 
 
 def unit_samples(unit: EngineUnit, n_problems: int) -> int:
@@ -141,26 +154,25 @@ def estimate_unit(
     run_device = devices.cpu if on_cpu else devices.gpu
     kind = (e.model.repo_id, e.backend.value, e.dtype.value, e.quant.value)
 
-    def measured(device_class: str) -> float | None:
+    def measured(device_class: str) -> tuple[float, float] | None:
         rate = rates.get((*kind, device_class))
         if rate is None:
             return None
-        return rate["load_s"] + unit_samples(unit, n_problems) / rate["samples_per_s"]
+        samples = unit_samples(unit, n_problems)
+        return rate["load_s"], rate["load_s"] + samples / rate["samples_per_s"]
 
     model_here = estimate_engine(work, run_device, params)
     model_gpu = estimate_engine(work, devices.gpu, params) if on_cpu else model_here
     here = measured("cpu" if on_cpu else "gpu")
-    gpu_hours = 0.0
-    if check.gpus_needed > 0:
-        on_gpu = measured("gpu")
-        gpu_hours = (model_gpu.total_s if on_gpu is None else on_gpu) * check.gpus_needed / 3600
+    on_gpu = measured("gpu") or (model_gpu.load_s, model_gpu.total_s)
     return EngineEstimate(
         basis=Basis.MODEL if here is None else Basis.MEASURED,
         device=run_device.name,
-        estimated_s=model_here.total_s if here is None else here,
-        gpu_hours=gpu_hours,
+        estimated_s=model_here.total_s if here is None else here[1],
+        gpu_hours=on_gpu[1] * check.gpus_needed / 3600,
         model=model_here,
         fits_gpu=model_gpu.fits,
+        on_gpu=on_gpu,
     )
 
 
@@ -255,9 +267,11 @@ def _estimate_units(
             model.num_gpus,
             tuple(setting_work(prepared, i, counter) for i in unit.settings),
         )
-        out[unit.engine_key] = estimate_unit(
+        estimate = estimate_unit(
             unit, work, placements[unit.engine_key], rates, devices, prepared.n_problems, params
         )
+        sizing = size_unit(unit, work, estimate.on_gpu, devices.gpu, params, config.cluster)
+        out[unit.engine_key] = replace(estimate, cluster=sizing)
     return out
 
 
@@ -266,6 +280,38 @@ def _overall_basis(estimates: Sequence[EngineEstimate]) -> str | None:
     if not kinds:
         return None
     return next(iter(kinds)).value if len(kinds) == 1 else "mixed"
+
+
+def _apply_estimates(
+    engines: dict[str, dict[str, Any]],
+    estimates: Mapping[str, EngineEstimate],
+    devices: Devices,
+    schedule: Schedule | None,
+) -> list[str]:
+    """Each engine's estimate and its place on the cluster into its row; the warnings."""
+    placed = {p.key: p for p in schedule.placed} if schedule else {}
+    warnings = []
+    for ekey, est in estimates.items():
+        row = engines[ekey]
+        row.update(
+            estimated_s=est.estimated_s,
+            estimated_gpu_hours=est.gpu_hours,
+            basis=est.basis.value,
+            device=est.device,
+            model_estimate=asdict(est.model),
+            start_s=placed[ekey].start_s if ekey in placed else None,
+            end_s=placed[ekey].end_s if ekey in placed else None,
+        )
+        label = f"{row['model']} {row['dtype']}/{row['quant']}"
+        if est.cluster is not None:
+            row.update(engine_json(est.cluster))
+            warning = replica_warning(label, est.cluster, devices.gpu)
+            warnings += [warning] if warning else []
+        if est.fits_gpu is False:
+            warnings.append(
+                f"{label}: weights {est.model.weights_gb:.1f} GB exceed {devices.gpu.name}'s memory"
+            )
+    return warnings
 
 
 def plan_json(
@@ -288,20 +334,10 @@ def plan_json(
             _setting_row(item, n_problems, generated.get(item.key, 0), replicas)
         )
     estimates = _estimate_units(plan, prepared, store, placements, devices)
-    warnings = []
-    for ekey, est in estimates.items():
-        engines[ekey].update(
-            estimated_s=est.estimated_s,
-            estimated_gpu_hours=est.gpu_hours,
-            basis=est.basis.value,
-            device=est.device,
-            model_estimate=asdict(est.model),
-        )
-        if est.fits_gpu is False:
-            warnings.append(
-                f"{engines[ekey]['model']} {engines[ekey]['dtype']}/{engines[ekey]['quant']}: "
-                f"weights {est.model.weights_gb:.1f} GB exceed {devices.gpu.name}'s memory"
-            )
+    sizes = {k: e.cluster for k, e in estimates.items() if e.cluster is not None}
+    target = cluster_target(config.cluster, gpus)
+    schedule = cluster_schedule(sizes, target)
+    warnings = _apply_estimates(engines, estimates, devices, schedule)
     values = list(estimates.values())
     return {
         "store": config.store,
@@ -314,7 +350,7 @@ def plan_json(
         "generations": plan.n_generations(n_problems),
         "n_problems": n_problems,
         "estimated_s": sum(e.estimated_s for e in values),
-        "estimated_gpu_hours": sum(e.gpu_hours for e in values),
+        "estimated_gpu_hours": sum(s.gpu_hours for s in sizes.values()),
         "estimate_basis": _overall_basis(values),
         "estimate": {
             "gpu": devices.gpu.name,
@@ -323,6 +359,7 @@ def plan_json(
             "cpu_bandwidth_gbps": devices.cpu.bandwidth_gbps,
             "output_tokens_prior": config.estimate.output_tokens,
         },
+        "cluster": cluster_json(sizes, target, schedule, devices.gpu, config.cluster.replicas),
         "warnings": warnings,
         "preflight": report.to_json() if report is not None else None,
         "engines": list(engines.values()),

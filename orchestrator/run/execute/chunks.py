@@ -84,6 +84,7 @@ class UnitQueue:
     settings: list[SettingWork]
     policy: ChunkPolicy
     batched: bool  # the backend generates many settings in one call (vLLM)
+    replicas: int = 1  # engine replicas fed from this queue
     samples_per_s: float | None = None  # measured on this unit (None: not yet)
     _measured: list[tuple[int, float]] = field(default_factory=list)
 
@@ -132,7 +133,8 @@ class UnitQueue:
 
     def next_chunks(self, replica: int) -> list[ChunkRequest]:
         """What replica `replica` should generate next ([] when nothing is free for it now):
-        one chunk of the first setting it may take, or, batched, one of every such setting."""
+        one chunk of the first setting it may take (replica 0 of several: a sequential one
+        first), or, batched, one of every such setting."""
         eligible = [
             w
             for w in self.settings
@@ -144,6 +146,11 @@ class UnitQueue:
             return []
         if self.batched:
             return [self._take(w) for w in eligible]
+        if replica == 0 and self.replicas > 1:
+            # Only replica 0 can generate a sequential stream: it takes those first, so the
+            # unit's longest chain starts at once while the other replicas share the rest
+            # (the rule analysis/replicas.py estimates a unit's time by).
+            eligible.sort(key=lambda w: not w.sequential)
         return [self._take(eligible[0])]
 
     def returned(self, key: str, stream_state: bytes | None) -> None:

@@ -101,7 +101,7 @@ class Dispatcher:
             return 1
         return replicas
 
-    def _queue(self, unit: EngineUnit) -> RunningUnit:
+    def _queue(self, unit: EngineUnit, replicas: int) -> RunningUnit:
         """The unit's chunk queue, continuing from what the store holds."""
         works, items, order = [], {}, ()
         for item in unit.settings:
@@ -117,7 +117,7 @@ class Dispatcher:
             works.append(work)
             items[item.key] = item
         batched = unit.engine.backend is BackendName.VLLM
-        queue = UnitQueue(works, self.options.checkpoint, batched)
+        queue = UnitQueue(works, self.options.checkpoint, batched, replicas)
         return RunningUnit(unit, queue, items, order=order)
 
     def _start_units(self) -> None:
@@ -127,10 +127,10 @@ class Dispatcher:
         opts = self.options.cluster
         for unit in self.plan.units:
             self.stop_request.check()
-            running = self._queue(unit)
+            n = self._replicas(unit)
+            running = self._queue(unit, n)
             for item in unit.settings:
                 self.writer.started(item.key, item.setting)
-            n = self._replicas(unit)
             try:
                 gpus = self._gpus_for(unit, cluster_gpus, n)
             except ClusterError as e:
