@@ -104,3 +104,32 @@ def test_blocking_problems_are_listed():
     text = render_plan(plan_data([engine("model", "r")], "model", [problem]))
     assert "BLOCKING (1):\n  weights: repository org/x (revision main) not found" in text
     assert "weights m: in the HF cache (/cache/r)" in text
+
+
+def cluster(gpus: int | None, makespan: float | None, source: str) -> dict:
+    return {
+        "gpus": gpus,
+        "gpus_source": source,
+        "gpu": "h200",
+        "replicas": 4,
+        "gpu_hours": 1.2,
+        "longest_unit_s": 3000.0,
+        "makespan_s": makespan,
+        "lower_bound_s": 3000.0 if makespan else None,
+        "unplaceable": [],
+    }
+
+
+def test_the_wall_time_on_the_cluster_and_each_units_replicas():
+    row = engine("model", "1 of 1 GPU(s)", "h200")
+    row.update(cluster_s=2400.0, replicas_running=4, replica_gain=3.5)
+    data = plan_data([row], "model")
+    data["cluster"] = cluster(64, 3100.0, "cluster.gpus=64")
+    text = render_plan(data)
+    assert (
+        "on 64 GPU(s) (cluster.gpus=64): wall time 51m40s (lower bound 50m00s: the work over "
+        "the GPUs or the longest unit, 50m00s), 1.2 GPU-hours on h200 (cluster.replicas=4)"
+    ) in text
+    assert "on the cluster 40m00s with 4 replica(s), x3.5 [estimate (model)]" in text
+    data["cluster"] = cluster(None, None, "no GPUs here: set cluster.gpus=N to size a cluster")
+    assert "wall time: no GPUs here: set cluster.gpus=N" in render_plan(data)

@@ -95,3 +95,16 @@ def test_a_sequential_stream_resumes_only_from_a_prefix_with_its_state(stored, r
         assert work.remaining == list(TASKS[3:]) and work.stream_state == b"s" and work.started
     else:
         assert work.remaining == list(TASKS) and not work.started
+
+
+def test_replica_0_of_several_takes_the_sequential_streams_first():
+    """Only replica 0 can generate a harness-stream setting: with other replicas to share the
+    rest, it starts those first (the unit's critical path); alone, it keeps the grid order."""
+    greedy, stream = settings("decoding=greedy,t0.8")
+    assert stream.sequential_stream and not greedy.sequential_stream
+    works = [resume(f"k{i}", s, TASKS, Stored())[0] for i, s in enumerate((greedy, stream))]
+    q = UnitQueue(works, SMALL_FIRST, batched=False, replicas=2)
+    assert q.next_chunks(0)[0].setting_key == "k1"
+    assert q.next_chunks(1)[0].setting_key == "k0"
+    alone = [resume(f"k{i}", s, TASKS, Stored())[0] for i, s in enumerate((greedy, stream))]
+    assert UnitQueue(alone, SMALL_FIRST, batched=False).next_chunks(0)[0].setting_key == "k0"
