@@ -5,7 +5,11 @@ raises for prompts containing the given text (to test per-setting failures);
 `fake://fail-load=FILE` appends a line to FILE at every load and then raises (to test that a
 failed load is reported once per unit, with its own error); `fake://barrier=DIR:N` makes the
 first request of every engine wait until N engines have reached it (to test that N replicas are
-placed at once: with fewer placed, it times out and raises).
+placed at once: with fewer placed, it times out and raises). For simulated runs at cluster scale
+(perf/cluster_sim.py): `load=S` sleeps S seconds in `load`, `delay-<precision>=S` (e.g.
+`delay-int8=0.4`) replaces `delay` for engines of that precision, and `jitter=J` scales each
+request's delay by a factor in [1-J, 1+J] drawn from the prompt's hash (mean 1, the same in
+every run).
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ import time
 from collections.abc import Sequence
 
 from workers.backends.base import UnsupportedSetting
-from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
+from workers.spec import (
+    BackendName,
+    EngineInfo,
+    EngineSpec,
+    Generation,
+    GenRequest,
+    precision_label,
+)
 
 
 class FakeFailure(RuntimeError):
@@ -48,6 +59,15 @@ class FakeBackend:
     def __init__(self) -> None:
         self._waited = False
         self.knobs: dict[str, str] = {}
+        self.delay = 0.0
+
+    def _request_delay(self, request: GenRequest) -> float:
+        jitter = float(self.knobs.get("jitter", 0))
+        if not jitter:
+            return self.delay
+        digest = hashlib.sha256(f"{request.prompt}|{request.sampling}".encode()).digest()
+        unit = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
+        return self.delay * (1.0 + jitter * (2.0 * unit - 1.0))
 
     def load(self, engine: EngineSpec) -> EngineInfo:
         self.knobs = _knobs(engine.model.repo_id)
@@ -55,6 +75,9 @@ class FakeBackend:
             with open(self.knobs["fail-load"], "a", encoding="utf-8") as fh:
                 fh.write(f"{os.getpid()}\n")
             raise FakeFailure("forced load failure")
+        precision = precision_label(engine.dtype, engine.quant)
+        self.delay = float(self.knobs.get(f"delay-{precision}", self.knobs.get("delay", 0)))
+        time.sleep(float(self.knobs.get("load", 0)))
         # The GPUs Ray assigned, so scheduling tests can see which fake GPU served the unit.
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return EngineInfo(
@@ -80,7 +103,6 @@ class FakeBackend:
         self, requests: Sequence[GenRequest], global_seed: int | None = None
     ) -> list[Generation]:
         out = []
-        delay = float(self.knobs.get("delay", 0))
         if "barrier" in self.knobs and not self._waited:
             self._waited = True
             _barrier(self.knobs["barrier"])
@@ -89,7 +111,7 @@ class FakeBackend:
                 raise FakeFailure(
                     f"forced failure for a prompt containing {self.knobs['fail-on']!r}"
                 )
-            time.sleep(delay)
+            time.sleep(self._request_delay(request))
             for i in range(request.n_samples):
                 digest = hashlib.sha256(
                     f"{request.prompt}|{request.sampling}|{i}".encode()
