@@ -131,6 +131,7 @@ def engine_json(sizing: UnitSizing) -> dict[str, Any]:
     r = sizing.replicas
     return {
         "cluster_s": sizing.seconds,
+        "cluster_load_s": sizing.load_s,
         "estimated_gpu_hours": sizing.gpu_hours,
         "replicas_running": r.running,
         "replicas_fit": r.fit,

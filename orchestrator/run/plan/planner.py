@@ -7,12 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from orchestrator.analysis.cost import CostParams, bytes_per_weight, quant_factor
 from orchestrator.run.prepare.grid import Cell
 from orchestrator.run.prepare.prepared import ExecutionIdentity
 from storage.index import SettingState
 from storage.schema import SettingStatus
 from workers.keys import engine_key
 from workers.spec import BackendName, EngineSpec, LengthSemantics, SettingSpec
+
+COST = CostParams()  # the cost model's published constants (the ordering needs no config)
 
 
 class Action(StrEnum):
@@ -153,8 +156,21 @@ def damage_reason(state: SettingState) -> str | None:
     )
 
 
+def unit_weight(unit: EngineUnit) -> float:
+    """How long a unit runs, relatively: the samples it generates times the bytes one decode
+    step reads and bitsandbytes' slow-down (the cost model's step without its fixed parts;
+    analysis/cost.py). Every setting of a grid has the same problems."""
+    e = unit.engine
+    per_token = e.model.size_b * bytes_per_weight(e.dtype, e.quant) * quant_factor(e.quant, COST)
+    return per_token * sum(i.setting.n_samples for i in unit.settings)
+
+
 def group_units(planned: Sequence[PlannedSetting]) -> tuple[EngineUnit, ...]:
-    """GENERATE settings grouped by engine, units and settings in first-seen grid order."""
+    """GENERATE settings grouped by engine, settings in grid order, units the longest first
+    (`unit_weight`; ties in first-seen grid order). The dispatcher asks Ray for them in this
+    order and Ray starts them in it as GPUs free up: the longest first leaves short units to
+    fill the end, which on many GPUs ends near max(work / GPUs, the longest unit); grid order
+    put a 13B 8-bit unit last (analysis/schedule.py replays both; docs/cost.md)."""
     groups: dict[str, list[PlannedSetting]] = {}
     engines: dict[str, EngineSpec] = {}
     for item in planned:
@@ -163,10 +179,11 @@ def group_units(planned: Sequence[PlannedSetting]) -> tuple[EngineUnit, ...]:
         key = engine_key(item.setting.engine)
         groups.setdefault(key, []).append(item)
         engines.setdefault(key, item.setting.engine)
-    return tuple(
+    units = [
         EngineUnit(k, unit_engine(engines[k], [i.setting for i in v]), tuple(v))
         for k, v in groups.items()
-    )
+    ]
+    return tuple(sorted(units, key=unit_weight, reverse=True))
 
 
 def unit_engine(engine: EngineSpec, settings: Sequence[SettingSpec]) -> EngineSpec:

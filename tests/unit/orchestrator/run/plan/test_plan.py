@@ -161,3 +161,33 @@ def test_a_dead_worker_is_retried_by_a_plain_rerun_an_exception_is_not(
     writer.failed(cell.key, cell.setting, error_type, "gone")
     plan = plan_settings(cells, build_index(store))
     assert {p.key: p.action for p in plan.settings}[cell.key] is action
+
+
+def test_units_are_planned_the_longest_first(tmp_path):
+    """Bytes read per token x bitsandbytes' slow-down x samples: 8-bit (1 B x 4.7 x 2) before
+    fp32 (4 B) before 4-bit (0.5 B x 1.33 x 4) before 16 bits; a larger model first, and
+    ties in grid order. Grid order would leave the slowest units for the end."""
+    config = load_run_config(
+        [
+            "model=deepseekcoder-1.3b-instruct,deepseekcoder-6.7b-instruct",
+            "precision=bf16,fp16,fp32,int8,int4",
+            "benchmark.limit=1",
+        ]
+    )
+    cells = expand_grid(config, "hash", Environment())
+    plan = plan_settings(cells, build_index(Store(str(tmp_path))))
+    order = [
+        (u.engine.model.size_b, u.engine.dtype.value, u.engine.quant.value) for u in plan.units
+    ]
+    assert order == [
+        (6.7, "fp16", "int8"),
+        (6.7, "fp32", "none"),
+        (6.7, "fp16", "int4"),
+        (6.7, "bf16", "none"),
+        (6.7, "fp16", "none"),
+        (1.3, "fp16", "int8"),
+        (1.3, "fp32", "none"),
+        (1.3, "fp16", "int4"),
+        (1.3, "bf16", "none"),
+        (1.3, "fp16", "none"),
+    ]

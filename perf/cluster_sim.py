@@ -1,0 +1,362 @@
+"""Simulated cluster: the real driver on a local Ray that advertises --gpus fake GPUs, against
+the plan's wall time for the same grid on that many H200s.
+
+The grid: --models models x paper60 (60 settings each, 5 engine units: one per precision) x
+the first --limit problems. The models are the paper's 11 (sizes, families, templates; taken in
+turn), renamed sim-000...; each is a fake model (`backend=fake`) whose engine sleeps, per
+request, the cost model's time of that model and precision, scaled by one factor chosen so
+that the plan's wall time is --target-s seconds. The script:
+
+1. plans the grid as transformers engines on --gpus H200s (`cluster.gpus`, `estimate.gpu=h200`,
+   `cluster.replicas`; the plan of `reprogrid plan`, through the library), and takes from it
+   each engine's load and generation time and the grid's wall time (makespan);
+2. writes the fake models with those times x scale (`fake://load=...,delay-bf16=...,jitter=...`,
+   workers/backends/fake.py) into a copy of sweeps/ (REPROGRID_SWEEPS_DIR);
+3. runs `reprogrid run` of the same grid with `backend=fake` on a fresh store in a session of
+   its own, with `cluster.num_gpus=--gpus` (Ray only counts GPUs: a CPU machine can advertise
+   64) and `cluster.num_cpus=--num-cpus`;
+4. meanwhile samples the driver process's CPU time and RSS (/proc) and the RSS of every process
+   of the run's session (Ray and its workers) each second, counts the finished settings (score
+   shards), and runs `reprogrid status` every --status-every seconds, timing it;
+5. reads the store: the makespan is from the first settings row the driver writes (the
+   dispatcher starting the units, after Ray's start) to the last generation; the lower bound is
+   max(the units' measured work / GPUs, the longest unit), a unit lasting from its load to its
+   last chunk; the same rule replayed on the measured unit times shows what is the rule's and
+   what is the driver's.
+
+    python perf/cluster_sim.py                                     # 100 models, 64 GPUs
+    python perf/cluster_sim.py --models 4 --gpus 8 --target-s 60   # a short one
+
+Data from REPROGRID_DATA_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PRECISIONS = ("bf16", "fp16", "fp32", "int8", "int4")
+TICK_S = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def paper_models() -> list[dict]:
+    """The model configs of experiment=paper-table2, in its order."""
+    experiment = yaml.safe_load((ROOT / "sweeps/experiment/paper-table2.yaml").read_text())
+    names = experiment["grid"]["model"]
+    return [yaml.safe_load((ROOT / f"sweeps/model/{n}.yaml").read_text()) for n in names]
+
+
+def sim_models(n: int) -> list[dict]:
+    base = paper_models()
+    out = []
+    for i in range(n):
+        model = dict(base[i % len(base)])
+        model.update(name=f"sim-{i:03d}", repo_id=f"fake://sim-{i:03d}", revision="sim")
+        out.append(model)
+    return out
+
+
+def write_models(sweeps: Path, models: list[dict]) -> None:
+    for model in models:
+        (sweeps / "model" / f"{model['name']}.yaml").write_text(yaml.safe_dump(model))
+
+
+def grid(args, models: list[dict]) -> list[str]:
+    return [
+        "grid=paper60",
+        "model=" + ",".join(m["name"] for m in models),
+        f"benchmark.limit={args.limit}",
+        f"cluster.replicas={args.replicas}",
+    ]
+
+
+def plan_hf(args, models: list[dict], store: Path) -> dict:
+    """The plan of the grid as transformers engines on --gpus H200s (no Ray, no GPU)."""
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.estimate.estimator import plan_json
+    from orchestrator.run.plan.state import make_plan
+    from orchestrator.run.prepare.prepared import prepare
+    from storage.store import Store
+
+    overrides = [
+        *grid(args, models),
+        "backend=hf",
+        "estimate.gpu=h200",
+        f"cluster.gpus={args.gpus}",
+        "cluster.num_gpus=0",
+        f"store={store}",
+    ]
+    prepared = prepare(load_run_config(overrides))
+    return plan_json(make_plan(Store(str(store)), prepared), prepared, Store(str(store)))
+
+
+def knobs(plan: dict, scale: float, jitter: float) -> dict[str, str]:
+    """Each model's fake repo id: its engines' load and per-request time on the GPU (one
+    replica) x scale. The name keeps two models of one size apart (the key has the repo id)."""
+    parts: dict[str, list[str]] = {}
+    for e in plan["engines"]:
+        requests = sum(s["total_samples"] / s["n_samples"] for s in e["settings"])
+        generate = e["sequential_s"] + e["parallel_s"]
+        precision = e["quant"] if e["quant"] != "none" else e["dtype"]
+        load = f"load={scale * e['cluster_load_s']:.4f}"
+        own = parts.setdefault(e["model"], [f"sim={e['model']}", load])
+        own.append(f"delay-{precision}={scale * generate / requests:.5f}")
+    return {m: "fake://" + ",".join([*p, f"jitter={jitter:g}"]) for m, p in parts.items()}
+
+
+@dataclass
+class Samples:
+    t0: float | None = None  # the first settings row: the dispatcher starts the units
+    times: list[float] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)  # the driver's user + system CPU
+    rss_mb: list[float] = field(default_factory=list)  # the driver's
+    session_mb: list[float] = field(default_factory=list)  # every process of the run
+    finished: list[int] = field(default_factory=list)  # settings executed (score shards)
+    status_s: list[float] = field(default_factory=list)  # `reprogrid status` latencies
+    status_failed: int = 0
+
+
+def proc_stat(pid: int) -> tuple[int, float, float] | None:
+    """(session id, CPU seconds, RSS MB) of a live process, None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp session ...
+    cpu = (int(fields[11]) + int(fields[12])) / TICK_S
+    return int(fields[3]), cpu, int(fields[21]) * PAGE / 1e6
+
+
+def session_mb(sid: int) -> float:
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (got := proc_stat(int(entry.name))) and got[0] == sid:
+            total += got[2]
+    return total
+
+
+def shards(store: Path, table: str) -> int:
+    folder = store / table
+    return sum(1 for _ in folder.glob("*.parquet")) if folder.is_dir() else 0
+
+
+def poll_status(store: Path, env: dict, samples: Samples, every_s: float, done) -> None:
+    """`reprogrid status` every `every_s` seconds while the run goes on, timed."""
+    while not done.wait(every_s):
+        started = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "status", "--store", str(store), "--json"],
+            env=env,
+            capture_output=True,
+            cwd=ROOT,
+        )
+        samples.status_s.append(time.perf_counter() - started)
+        samples.status_failed += out.returncode != 0
+
+
+def run_driver(args, models, store: Path, env: dict, log: Path) -> Samples:
+    overrides = [
+        *grid(args, models),
+        "backend=fake",
+        f"cluster.num_gpus={args.gpus}",
+        f"cluster.num_cpus={args.num_cpus}",
+        "cluster.engine_cpus=1",
+        "cluster.cpu_if_no_gpus=false",
+        f"store={store}",
+    ]
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", *overrides]
+    samples, done = Samples(), threading.Event()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+        )
+    poller = threading.Thread(
+        target=poll_status, args=(store, env, samples, args.status_every, done), daemon=True
+    )
+    poller.start()
+    while proc.poll() is None:
+        if samples.t0 is None and shards(store, "settings"):
+            samples.t0 = time.time()
+        got = proc_stat(proc.pid)
+        if got is not None and samples.t0 is not None:
+            samples.times.append(time.time())
+            samples.cpu_s.append(got[1])
+            samples.rss_mb.append(got[2])
+            samples.session_mb.append(session_mb(proc.pid))
+            samples.finished.append(shards(store, "scores"))
+        time.sleep(0.2 if samples.t0 is None else 1.0)
+    done.set()
+    poller.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"the run failed ({proc.returncode}); its output: {log}")
+    return samples
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: str
+    start: float  # its load began (epoch seconds)
+    end: float  # its last chunk came back
+
+
+def measured_units(store: Path) -> list[Unit]:
+    """Each engine unit's span from the store, in plan order (the order of its first setting
+    in the run's setting keys)."""
+    from storage.store import Store
+
+    s = Store(str(store))
+    frame = s.read_table("settings").to_pandas()
+    order = {k: i for i, k in enumerate(s.read_table("runs").to_pylist()[-1]["setting_keys"])}
+    frame["order"] = frame.setting_key.map(order)
+    units = []
+    for key, rows in sorted(frame.groupby("engine_key"), key=lambda kv: kv[1].order.min()):
+        load = float(rows.engine_load_s.max())
+        start = rows.generation_started_at.min().timestamp() - load
+        units.append(Unit(key, start, rows.generation_finished_at.max().timestamp()))
+    return units
+
+
+def driver_memory(samples: Samples) -> str:
+    """RSS at a quarter, half and all of the finished settings, and the slope between."""
+    total = samples.finished[-1] if samples.finished else 0
+    points = []
+    for part in (0.25, 0.5, 1.0):
+        i = next((i for i, n in enumerate(samples.finished) if n >= part * total), None)
+        if i is not None:
+            points.append((samples.finished[i], samples.rss_mb[i]))
+    shown = ", ".join(f"{mb:.0f} MB at {n}" for n, mb in points)
+    if len(points) >= 2 and points[-1][0] > points[0][0]:
+        slope = (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0]) * 1000
+        shown += f" (slope {slope:+.1f} MB per 1000 settings)"
+    return shown
+
+
+def cpu_line(samples: Samples) -> str:
+    span = samples.times[-1] - samples.times[0]
+    used = samples.cpu_s[-1] - samples.cpu_s[0]
+    busiest = 0.0
+    for i in range(10, len(samples.times)):  # the busiest 10 s window
+        window = samples.times[i] - samples.times[i - 10]
+        busiest = max(busiest, (samples.cpu_s[i] - samples.cpu_s[i - 10]) / window)
+    return (
+        f"{used:.0f} CPU-s over {span:.0f} s = {used / span:.2f} core(s) on average, "
+        f"{busiest:.2f} in the busiest 10 s"
+    )
+
+
+def report(args, plan: dict, scale: float, samples: Samples, units: list[Unit], wall: float):
+    from orchestrator.analysis.schedule import UnitJob, lower_bound, schedule_units
+
+    cluster = plan["cluster"]
+    predicted = cluster["makespan_s"] * scale
+    plan_bound = cluster["lower_bound_s"] * scale
+    makespan = max(u.end for u in units) - samples.t0
+    jobs = [UnitJob(u.key, 1, u.end - u.start) for u in units]
+    bound = lower_bound(jobs, args.gpus)
+    replayed = schedule_units(jobs, args.gpus).makespan_s
+    n_settings = len(plan["engines"]) * 12
+    print(
+        f"{args.models} models x paper60 = {n_settings} settings, {len(units)} engine units, "
+        f"{args.limit} problems each; {args.gpus} fake GPUs (Ray num_gpus), {args.num_cpus} Ray "
+        f"CPUs, {os.cpu_count()} cores; cluster.replicas={args.replicas}; fake engines at "
+        f"{scale:.5f} x the cost model's H200 times"
+    )
+    print(f"{'':44s} {'s':>8s} {'/ bound':>8s} {'/ plan':>8s}")
+    rows = [
+        ("lower bound: max(work / GPUs, longest unit)", bound),
+        ("makespan, measured", makespan),
+        ("the rule replayed on the measured units", replayed),
+        ("plan: makespan x scale", predicted),
+        ("plan: lower bound x scale", plan_bound),
+    ]
+    for name, value in rows:
+        print(f"{name:44s} {value:8.1f} {value / bound:8.3f} {value / predicted:8.3f}")
+    longest = max(j.seconds for j in jobs)
+    work = sum(j.seconds for j in jobs)
+    print(
+        f"measured work {work:.0f} unit-s ({work / args.gpus:.1f} s per GPU), longest unit "
+        f"{longest:.1f} s; plan: {cluster['gpu_hours']:.1f} GPU-hours, wall "
+        f"{cluster['makespan_s'] / 3600:.2f} h on {args.gpus} H200s"
+    )
+    print(f"driver CPU: {cpu_line(samples)}")
+    print(f"driver RSS against finished settings: {driver_memory(samples)}")
+    print(
+        f"driver RSS: max {max(samples.rss_mb):.0f} MB; the run's processes: max "
+        f"{max(samples.session_mb) / 1000:.1f} GB"
+    )
+    lat = samples.status_s
+    if lat:
+        median = statistics.median(lat)
+        print(
+            f"`reprogrid status` during the run: {len(lat)} calls, median {median:.1f} s, max "
+            f"{max(lat):.1f} s, {samples.status_failed} failed"
+        )
+    print(f"whole run (Ray start, units, the last executions): {wall:.0f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
+    parser.add_argument("--models", type=int, default=100, help="models (default 100)")
+    parser.add_argument("--gpus", type=int, default=64, help="fake GPUs (default 64)")
+    parser.add_argument("--limit", type=int, default=4, help="problems per setting (default 4)")
+    parser.add_argument("--replicas", type=int, default=1, help="cluster.replicas (default 1)")
+    parser.add_argument(
+        "--target-s", type=float, default=300.0, help="the plan's scaled wall time (default 300)"
+    )
+    parser.add_argument("--num-cpus", type=int, default=None, help="Ray CPUs (default GPUs + 8)")
+    parser.add_argument("--jitter", type=float, default=0.5, help="per-request jitter (0.5)")
+    parser.add_argument(
+        "--status-every", type=float, default=20.0, help="seconds between status calls (20)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the store, sweeps and log")
+    parser.add_argument("--json", type=Path, default=None, help="also write the samples here")
+    args = parser.parse_args()
+    args.num_cpus = args.num_cpus or args.gpus + 8
+    sys.path.insert(0, str(ROOT))
+    work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-cluster-"))
+    sweeps = work / "sweeps"
+    shutil.copytree(ROOT / "sweeps", sweeps)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REPROGRID_SWEEPS_DIR": str(sweeps)}
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.update(env)
+    try:
+        models = sim_models(args.models)
+        write_models(sweeps, models)
+        plan = plan_hf(args, models, work / "plan-store")
+        scale = args.target_s / plan["cluster"]["makespan_s"]
+        for model, repo_id in knobs(plan, scale, args.jitter).items():
+            next(m for m in models if m["name"] == model)["repo_id"] = repo_id
+        write_models(sweeps, models)
+        started = time.monotonic()
+        samples = run_driver(args, models, work / "store", env, work / "run.log")
+        wall = time.monotonic() - started
+        report(args, plan, scale, samples, measured_units(work / "store"), wall)
+        if args.json:
+            args.json.write_text(json.dumps(samples.__dict__))
+    finally:
+        if args.keep:
+            print(f"store, sweeps and log kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
