@@ -104,6 +104,10 @@ def plan_hf(args, models: list[dict], store: Path) -> dict:
     return plan_json(make_plan(Store(str(store)), prepared), prepared, Store(str(store)))
 
 
+def precision(engine: dict) -> str:
+    return engine["quant"] if engine["quant"] != "none" else engine["dtype"]
+
+
 def knobs(plan: dict, scale: float, jitter: float) -> dict[str, str]:
     """Each model's fake repo id: its engines' load and per-request time on the GPU (one
     replica) x scale. The name keeps two models of one size apart (the key has the repo id)."""
@@ -111,10 +115,9 @@ def knobs(plan: dict, scale: float, jitter: float) -> dict[str, str]:
     for e in plan["engines"]:
         requests = sum(s["total_samples"] / s["n_samples"] for s in e["settings"])
         generate = e["sequential_s"] + e["parallel_s"]
-        precision = e["quant"] if e["quant"] != "none" else e["dtype"]
         load = f"load={scale * e['cluster_load_s']:.4f}"
         own = parts.setdefault(e["model"], [f"sim={e['model']}", load])
-        own.append(f"delay-{precision}={scale * generate / requests:.5f}")
+        own.append(f"delay-{precision(e)}={scale * generate / requests:.5f}")
     return {m: "fake://" + ",".join([*p, f"jitter={jitter:g}"]) for m, p in parts.items()}
 
 
@@ -125,6 +128,8 @@ class Samples:
     cpu_s: list[float] = field(default_factory=list)  # the driver's user + system CPU
     rss_mb: list[float] = field(default_factory=list)  # the driver's
     session_mb: list[float] = field(default_factory=list)  # every process of the run
+    session_cpu_s: list[float] = field(default_factory=list)  # theirs, cumulative
+    machine_cpu_s: list[float] = field(default_factory=list)  # every process here (/proc/stat)
     finished: list[int] = field(default_factory=list)  # settings executed (score shards)
     status_s: list[float] = field(default_factory=list)  # `reprogrid status` latencies
     status_failed: int = 0
@@ -141,12 +146,27 @@ def proc_stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[3]), cpu, int(fields[21]) * PAGE / 1e6
 
 
-def session_mb(sid: int) -> float:
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (got := proc_stat(int(entry.name))) and got[0] == sid:
-            total += got[2]
-    return total
+class Session:
+    """The processes of the run's session: RSS now, CPU since the run began (each process's
+    CPU as last seen, so a process that ends keeps what it had used a second before)."""
+
+    def __init__(self, sid: int):
+        self.sid = sid
+        self.cpu: dict[int, float] = {}
+
+    def sample(self) -> tuple[float, float]:
+        rss = 0.0
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and (got := proc_stat(int(entry.name))) and got[0] == self.sid:
+                self.cpu[int(entry.name)] = got[1]
+                rss += got[2]
+        return sum(self.cpu.values()), rss
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds every core of this machine has been busy (not idle or waiting)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / TICK_S
 
 
 def shards(store: Path, table: str) -> int:
@@ -188,6 +208,7 @@ def run_driver(args, models, store: Path, env: dict, log: Path) -> Samples:
         target=poll_status, args=(store, env, samples, args.status_every, done), daemon=True
     )
     poller.start()
+    session = Session(proc.pid)
     while proc.poll() is None:
         if samples.t0 is None and shards(store, "settings"):
             samples.t0 = time.time()
@@ -196,7 +217,10 @@ def run_driver(args, models, store: Path, env: dict, log: Path) -> Samples:
             samples.times.append(time.time())
             samples.cpu_s.append(got[1])
             samples.rss_mb.append(got[2])
-            samples.session_mb.append(session_mb(proc.pid))
+            cpu, rss = session.sample()
+            samples.session_cpu_s.append(cpu)
+            samples.session_mb.append(rss)
+            samples.machine_cpu_s.append(machine_cpu_s())
             samples.finished.append(shards(store, "scores"))
         time.sleep(0.2 if samples.t0 is None else 1.0)
     done.set()
@@ -209,25 +233,62 @@ def run_driver(args, models, store: Path, env: dict, log: Path) -> Samples:
 @dataclass(frozen=True)
 class Unit:
     key: str
-    start: float  # its load began (epoch seconds)
+    gpu: str  # the fake GPU Ray gave it
+    spawned: float  # its engine's process started (epoch seconds)
+    load_start: float
+    load_s: float
+    generation_s: float  # the sum of its chunks' generation times
+    first_chunk: float  # its first chunk began
     end: float  # its last chunk came back
 
+    @property
+    def seconds(self) -> float:
+        """How long it held its GPU at least: from its process's start to its last chunk."""
+        return self.end - self.spawned
 
-def measured_units(store: Path) -> list[Unit]:
-    """Each engine unit's span from the store, in plan order (the order of its first setting
-    in the run's setting keys)."""
+
+def measured_units(store: Path, order: dict[tuple[str, str], int]) -> list[Unit]:
+    """Each engine unit from the store, in the order the dispatcher started them (`order`:
+    (model, precision) -> the plan's unit_index)."""
     from storage.store import Store
 
-    s = Store(str(store))
-    frame = s.read_table("settings").to_pandas()
-    order = {k: i for i, k in enumerate(s.read_table("runs").to_pylist()[-1]["setting_keys"])}
-    frame["order"] = frame.setting_key.map(order)
+    frame = Store(str(store)).read_table("settings").to_pandas()
     units = []
-    for key, rows in sorted(frame.groupby("engine_key"), key=lambda kv: kv[1].order.min()):
-        load = float(rows.engine_load_s.max())
-        start = rows.generation_started_at.min().timestamp() - load
-        units.append(Unit(key, start, rows.generation_finished_at.max().timestamp()))
-    return units
+    for key, rows in frame.groupby("engine_key"):
+        options = json.loads(rows.engine_options_json.iloc[0])
+        index = order[(rows.model_name.iloc[0], rows.precision.iloc[0])]
+        unit = Unit(
+            key,
+            options["cuda_visible_devices"],
+            float(options["process_started_at"]),
+            float(options["load_started_at"]),
+            float(rows.engine_load_s.max()),
+            float(rows.generation_s.sum()),
+            rows.generation_started_at.min().timestamp(),
+            rows.generation_finished_at.max().timestamp(),
+        )
+        units.append((index, unit))
+    return [u for _, u in sorted(units, key=lambda iu: iu[0])]
+
+
+def overheads(units: list[Unit]) -> str:
+    """Medians of what a unit spends beyond its load and generation: Ray placing it and
+    starting its process after the GPU's previous unit, the process's start up to the load,
+    and the gaps between its chunks (the driver's round trips)."""
+    by_gpu: dict[str, list[Unit]] = {}
+    for u in units:
+        by_gpu.setdefault(u.gpu, []).append(u)
+    spawn = []
+    for same in by_gpu.values():
+        same.sort(key=lambda u: u.spawned)
+        spawn += [b.spawned - a.end for a, b in zip(same, same[1:], strict=False)]
+    startup = [u.load_start - u.spawned for u in units]
+    chunks = [u.end - u.first_chunk - u.generation_s for u in units]
+    return (
+        f"GPU free -> next engine process {statistics.median(spawn):.1f} s, process -> load "
+        f"{statistics.median(startup):.1f} s, chunk round trips {statistics.median(chunks):.1f} s "
+        f"per unit (12 chunks)"
+    )
 
 
 def driver_memory(samples: Samples) -> str:
@@ -252,9 +313,12 @@ def cpu_line(samples: Samples) -> str:
     for i in range(10, len(samples.times)):  # the busiest 10 s window
         window = samples.times[i] - samples.times[i - 10]
         busiest = max(busiest, (samples.cpu_s[i] - samples.cpu_s[i - 10]) / window)
+    run = samples.session_cpu_s[-1] - samples.session_cpu_s[0]
+    machine = samples.machine_cpu_s[-1] - samples.machine_cpu_s[0]
     return (
         f"{used:.0f} CPU-s over {span:.0f} s = {used / span:.2f} core(s) on average, "
-        f"{busiest:.2f} in the busiest 10 s"
+        f"{busiest:.2f} in the busiest 10 s; the whole run (Ray, engines, executions) "
+        f"{run / span:.2f} cores, the machine {machine / span:.2f} of {os.cpu_count()}"
     )
 
 
@@ -265,7 +329,7 @@ def report(args, plan: dict, scale: float, samples: Samples, units: list[Unit], 
     predicted = cluster["makespan_s"] * scale
     plan_bound = cluster["lower_bound_s"] * scale
     makespan = max(u.end for u in units) - samples.t0
-    jobs = [UnitJob(u.key, 1, u.end - u.start) for u in units]
+    jobs = [UnitJob(u.key, 1, u.seconds) for u in units]
     bound = lower_bound(jobs, args.gpus)
     replayed = schedule_units(jobs, args.gpus).makespan_s
     n_settings = len(plan["engines"]) * 12
@@ -292,6 +356,7 @@ def report(args, plan: dict, scale: float, samples: Samples, units: list[Unit], 
         f"{longest:.1f} s; plan: {cluster['gpu_hours']:.1f} GPU-hours, wall "
         f"{cluster['makespan_s'] / 3600:.2f} h on {args.gpus} H200s"
     )
+    print(f"per unit, median: {overheads(units)}")
     print(f"driver CPU: {cpu_line(samples)}")
     print(f"driver RSS against finished settings: {driver_memory(samples)}")
     print(
@@ -324,7 +389,7 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=None, help="Ray CPUs (default GPUs + 8)")
     parser.add_argument("--jitter", type=float, default=0.5, help="per-request jitter (0.5)")
     parser.add_argument(
-        "--status-every", type=float, default=20.0, help="seconds between status calls (20)"
+        "--status-every", type=float, default=60.0, help="seconds between status calls (60)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the store, sweeps and log")
     parser.add_argument("--json", type=Path, default=None, help="also write the samples here")
@@ -348,7 +413,8 @@ def main() -> None:
         started = time.monotonic()
         samples = run_driver(args, models, work / "store", env, work / "run.log")
         wall = time.monotonic() - started
-        report(args, plan, scale, samples, measured_units(work / "store"), wall)
+        order = {(e["model"], precision(e)): e["unit_index"] for e in plan["engines"]}
+        report(args, plan, scale, samples, measured_units(work / "store", order), wall)
         if args.json:
             args.json.write_text(json.dumps(samples.__dict__))
     finally:

@@ -9,7 +9,8 @@ placed at once: with fewer placed, it times out and raises). For simulated runs 
 (perf/cluster_sim.py): `load=S` sleeps S seconds in `load`, `delay-<precision>=S` (e.g.
 `delay-int8=0.4`) replaces `delay` for engines of that precision, and `jitter=J` scales each
 request's delay by a factor in [1-J, 1+J] drawn from the prompt's hash (mean 1, the same in
-every run).
+every run). Its engine options record when its process started and when the load began, so a
+simulation can tell Ray's start of an engine from the load.
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ def _knobs(repo_id: str) -> dict[str, str]:
 
 
 BARRIER_TIMEOUT_S = 120.0
+
+
+def process_started_at() -> float | None:
+    """When this process started (epoch seconds), from /proc; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith("btime"))
+    except (OSError, ValueError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _barrier(spec: str) -> None:
@@ -75,6 +88,11 @@ class FakeBackend:
             with open(self.knobs["fail-load"], "a", encoding="utf-8") as fh:
                 fh.write(f"{os.getpid()}\n")
             raise FakeFailure("forced load failure")
+        process = process_started_at()
+        started = {
+            "process_started_at": "" if process is None else f"{process:.2f}",
+            "load_started_at": f"{time.time():.3f}",
+        }
         precision = precision_label(engine.dtype, engine.quant)
         self.delay = float(self.knobs.get(f"delay-{precision}", self.knobs.get("delay", 0)))
         time.sleep(float(self.knobs.get("load", 0)))
@@ -89,7 +107,7 @@ class FakeBackend:
             "",
             None,
             "</s>",
-            {"cuda_visible_devices": gpus},
+            {"cuda_visible_devices": gpus, **started},
         )
 
     @property

@@ -291,9 +291,10 @@ def _apply_estimates(
     """Each engine's estimate and its place on the cluster into its row; the warnings."""
     placed = {p.key: p for p in schedule.placed} if schedule else {}
     warnings = []
-    for ekey, est in estimates.items():
+    for index, (ekey, est) in enumerate(estimates.items()):
         row = engines[ekey]
         row.update(
+            unit_index=index,  # its place in the order the dispatcher starts units
             estimated_s=est.estimated_s,
             estimated_gpu_hours=est.gpu_hours,
             basis=est.basis.value,

@@ -54,3 +54,11 @@ def test_load_sleeps_and_jitter_keeps_the_mean():
     assert min(delays) >= 0.0005 and max(delays) <= 0.0015
     assert statistics.mean(delays) == pytest.approx(0.001, rel=0.03)
     assert delays[:5] == [backend._request_delay(request(f"prompt {i}")) for i in range(5)]
+
+
+def test_the_engine_options_say_when_the_process_and_the_load_started():
+    before = time.time()
+    info = FakeBackend().load(engine("fake://delay=0"))
+    process = float(info.options["process_started_at"])
+    assert process <= before + 1 and before - 3600 * 24 * 365 < process
+    assert before <= float(info.options["load_started_at"]) <= time.time()
