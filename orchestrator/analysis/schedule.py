@@ -1,13 +1,13 @@
 """When each engine unit runs on a cluster of N GPUs, by the dispatcher's rule. Pure: no I/O.
 
-The dispatcher (run/execute/dispatch.py) asks Ray for every unit's replica actors at once, in
-plan order, and each replica asks for `num_gpus / replicas` of a GPU. Ray places an actor as
-soon as a node has its resources and queues the rest; requests of the same shape wait in the
-order they were made, while a smaller request may pass a larger one that does not fit yet
-(Ray queues each resource shape on its own). A unit's replicas are killed together when its
-last chunk is back, so a unit holds `num_gpus` whole GPUs from its start to its end: every
-one-GPU unit has the same `cluster.replicas`, and R replicas of 1/R fill one GPU exactly. A
-model over several GPUs runs one replica.
+The dispatcher (run/execute/dispatch.py) starts units in plan order (the longest first,
+run/plan/planner.py) as the cluster's GPUs allow: a unit holds `num_gpus` whole GPUs from its
+start to its end (its R replicas take `num_gpus / R` each, and every one-GPU unit has the same
+`cluster.replicas`, so R of them fill one GPU exactly; a model over several GPUs runs one
+replica), and whenever a unit ends the next units that fit start, one queue per width, a
+narrow unit passing a wide one that does not fit yet (`next_fitting`, the rule Ray's own
+queues follow for requests of different shapes). The dispatcher asks Ray for a unit's replicas
+only then, so Ray places them at once.
 
 `schedule_units` replays that rule on the units' estimated durations: the makespan, and its
 lower bound max(total GPU-seconds / N, the longest unit), which no order can beat.
@@ -58,12 +58,13 @@ def lower_bound(jobs: Sequence[UnitJob], n_gpus: int) -> float:
     return max(work / n_gpus if n_gpus else 0.0, longest)
 
 
-def _next_fitting(pending: list[int], jobs: Sequence[UnitJob], free: int) -> int | None:
-    """The position in `pending` of the earliest request that fits, skipping any request
-    behind an earlier one of its own shape that does not (Ray's queue per shape)."""
+def next_fitting(widths: Sequence[int], free: int) -> int | None:
+    """The position of the earliest waiting unit (of `widths` GPUs each, in plan order) that
+    fits `free` GPUs, skipping any unit behind an earlier one of its own width that does not:
+    one queue per width, and a narrow unit may pass a wide one. The dispatcher starts units by
+    this rule (run/execute/units.py StartQueue) and `schedule_units` replays it."""
     blocked: set[int] = set()
-    for pos, index in enumerate(pending):
-        gpus = jobs[index].gpus
+    for pos, gpus in enumerate(widths):
         if gpus in blocked:
             continue
         if gpus <= free:
@@ -84,7 +85,7 @@ def schedule_units(jobs: Sequence[UnitJob], n_gpus: int) -> Schedule:
     starts: dict[int, tuple[float, tuple[int, ...]]] = {}
     now = 0.0
     while pending:
-        while (pos := _next_fitting(pending, jobs, len(free_gpus))) is not None:
+        while (pos := next_fitting([jobs[i].gpus for i in pending], len(free_gpus))) is not None:
             index = pending.pop(pos)
             taken = tuple(free_gpus[: jobs[index].gpus])
             del free_gpus[: jobs[index].gpus]

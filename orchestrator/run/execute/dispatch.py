@@ -1,6 +1,9 @@
 """Ray dispatch: each engine unit as R replica actors fed chunks, executions as tasks.
 
-A unit's settings are cut into chunks (run/execute/chunks.py); each replica generates one chunk at a
+Units start in plan order as GPUs free up (units.StartQueue: the rule analysis/schedule.py
+replays for the plan's wall time); a unit's replicas are asked of Ray only when its GPUs are
+free, so Ray places them at once, and its settings are recorded `queued` a few at a time in
+between. A unit's settings are cut into chunks (run/execute/chunks.py); each replica generates one chunk at a
 time and the driver commits every chunk as it comes back (a kill loses at most the chunks in
 flight). A setting whose chunks are all stored goes to an execution task, which overlaps with
 the generation of the next chunks. Executions hold their own resource (`cluster.exec_resource`)
@@ -11,6 +14,7 @@ talks to Ray.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -20,7 +24,6 @@ import ray
 from ray.exceptions import RayError
 
 from orchestrator.errors import ClusterError
-from orchestrator.run.execute.chunks import UnitQueue, resume
 from orchestrator.run.execute.progress import Progress
 from orchestrator.run.execute.raycluster import describe_error
 from orchestrator.run.execute.rows import output_tokens
@@ -30,17 +33,23 @@ from orchestrator.run.execute.units import (
     DispatchSummary,
     Replica,
     RunningUnit,
+    StartQueue,
+    Waiting,
     engine_label,
     label,
+    replica_gpus,
+    unit_queue,
+    unit_replicas,
 )
 from orchestrator.run.execute.writer import StoreWriter
-from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
-from workers.spec import BackendName, SettingFailure
+from orchestrator.run.plan.planner import Action, Plan, PlannedSetting
+from workers.spec import SettingFailure
 from workers.tasks import EngineWorker, execute_samples
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_POLL_S = 2.0  # how often a replica is asked what it is doing
+MARK_PER_TICK = 50  # waiting settings recorded as queued per pass of the loop
 
 
 class Dispatcher:
@@ -68,91 +77,77 @@ class Dispatcher:
         self._exec_queue: deque[tuple[PlannedSetting, Any]] = deque()
         self._bench_refs: dict[str, Any] = {}
         self._placement: dict[str, Any] = {}
+        self._starts = StartQueue(0)
+        self._to_mark: deque[PlannedSetting] = deque()  # waiting settings not yet `queued`
+        self._marked: set[str] = set()
         self._stopping = False  # an interrupt: commit what is back, submit nothing new
 
     # -- setup -------------------------------------------------------------------------------
 
-    def _gpus_for(self, unit: EngineUnit, cluster_gpus: float, replicas: int) -> float:
-        wanted = unit.engine.model.num_gpus
-        if unit.engine.backend is BackendName.REPLAY:
-            return 0  # no model to place
-        if cluster_gpus <= 0:
-            if not self.options.cluster.cpu_if_no_gpus:
-                raise ClusterError(
-                    f"{unit.engine.model.name} needs {wanted} GPU(s) and the cluster has none "
-                    "(set cluster.cpu_if_no_gpus=true to run on CPU)"
-                )
-            return 0
-        if wanted > cluster_gpus:
-            raise ClusterError(
-                f"{unit.engine.model.name} needs {wanted} GPUs; the cluster has {cluster_gpus:g}"
-            )
-        # R replicas share the model's GPUs: each is a full engine on a fraction of them.
-        return wanted / replicas
-
-    def _replicas(self, unit: EngineUnit) -> int:
-        replicas = self.options.cluster.replicas
-        if replicas > 1 and unit.engine.model.num_gpus > 1:
-            logger.warning(
-                "%s spans %d GPUs: one replica (replicas share one GPU)",
-                unit.engine.model.name,
-                unit.engine.model.num_gpus,
-            )
-            return 1
-        return replicas
-
-    def _queue(self, unit: EngineUnit, replicas: int) -> RunningUnit:
-        """The unit's chunk queue, continuing from what the store holds."""
-        works, items, order = [], {}, ()
-        for item in unit.settings:
-            bench = self.benchmarks[item.setting.benchmark.name]
-            order = bench.problem_ids()
-            ids = item.setting.benchmark.select(order)
-            stored = self.writer.stored(item.key, item.setting.n_samples)
-            work, restart = resume(item.key, item.setting, ids, stored)
-            if restart:
-                self.writer.set_aside_generations(
-                    item.key, "its stored chunks cannot continue the harness's random stream"
-                )
-            works.append(work)
-            items[item.key] = item
-        batched = unit.engine.backend is BackendName.VLLM
-        queue = UnitQueue(works, self.options.checkpoint, batched, replicas)
-        return RunningUnit(unit, queue, items, order=order)
-
-    def _start_units(self) -> None:
+    def _plan_starts(self) -> None:
+        """Every unit waits for its GPUs (units.StartQueue); one that no GPU count of this
+        cluster can hold fails now."""
         cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
         if cluster_gpus <= 0 and self.plan.units:
             logger.info("the cluster has no GPUs: engines run on CPU")
-        opts = self.options.cluster
+        self._starts = StartQueue(math.floor(cluster_gpus))
         for unit in self.plan.units:
-            self.stop_request.check()
-            n = self._replicas(unit)
-            running = self._queue(unit, n)
-            for item in unit.settings:
-                self.writer.started(item.key, item.setting)
+            n = unit_replicas(unit, self.options.cluster)
             try:
-                gpus = self._gpus_for(unit, cluster_gpus, n)
+                gpus = replica_gpus(unit, cluster_gpus, n, self.options.cluster)
             except ClusterError as e:
                 for item in unit.settings:
+                    self._mark(item)
                     self._fail(item, "ClusterError", str(e), generating=False)
                 continue
-            self._units.append(running)
-            total = sum(len(w.remaining) * w.setting.n_samples for w in running.queue.settings)
-            self.progress.engine(unit.engine_key, engine_label(unit), total, n)
-            for work in running.queue.settings:
-                if work.finished and not work.failed:  # every chunk stored by an earlier run
-                    self._generated(running, running.items[work.key])
-            for index in range(n):
-                actor = EngineWorker.options(  # type: ignore[attr-defined]  # from @ray.remote
-                    num_gpus=gpus,
-                    num_cpus=opts.engine_cpus,
-                    max_restarts=opts.max_retries,
-                    max_task_retries=opts.max_retries,
-                ).remote(unit.engine)
-                running.replicas.append(Replica(index, actor, time.monotonic()))
-                self.summary.engine_loads += 1
-            self._feed(running)
+            self._starts.waiting.append(Waiting(unit, n, gpus))
+            self._to_mark.extend(unit.settings)
+
+    def _mark(self, item: PlannedSetting) -> None:
+        if item.key not in self._marked:
+            self._marked.add(item.key)
+            self.writer.started(item.key, item.setting)
+
+    def _mark_queued(self) -> None:
+        """Record waiting settings as queued a few at a time between Ray calls: thousands
+        at once would hold up the results of the units already running."""
+        for _ in range(min(MARK_PER_TICK, len(self._to_mark))):
+            self._mark(self._to_mark.popleft())
+
+    def _start_due(self) -> None:
+        for waiting in self._starts.due():
+            self.stop_request.check()
+            self._start(waiting)
+
+    def _start(self, waiting: Waiting) -> None:
+        """Ask Ray for the unit's replicas (its GPUs are free) and hand them their chunks."""
+        unit, n, opts = waiting.unit, waiting.replicas, self.options.cluster
+        running = unit_queue(unit, n, self.benchmarks, self.writer, self.options.checkpoint)
+        for item in unit.settings:
+            self._mark(item)
+        self._units.append(running)
+        total = sum(len(w.remaining) * w.setting.n_samples for w in running.queue.settings)
+        self.progress.engine(unit.engine_key, engine_label(unit), total, n)
+        for work in running.queue.settings:
+            if work.finished and not work.failed:  # every chunk stored by an earlier run
+                self._generated(running, running.items[work.key])
+        for index in range(n):
+            actor = EngineWorker.options(  # type: ignore[attr-defined]  # from @ray.remote
+                num_gpus=waiting.replica_gpus,
+                num_cpus=opts.engine_cpus,
+                max_restarts=opts.max_retries,
+                max_task_retries=opts.max_retries,
+            ).remote(unit.engine)
+            running.replicas.append(Replica(index, actor, time.monotonic()))
+            self.summary.engine_loads += 1
+        self._feed(running)
+
+    def _unit_done(self, running: RunningUnit) -> None:
+        """Its GPUs go back to the start queue; the driver keeps nothing of it."""
+        self.progress.engine_done(running.unit.engine_key)
+        self._starts.release(running.unit.engine_key)
+        if running in self._units:
+            self._units.remove(running)
 
     # -- generation --------------------------------------------------------------------------
 
@@ -175,7 +170,7 @@ class Dispatcher:
             elif running.queue.finished:
                 self._close(replica)
         if running.queue.finished:
-            self.progress.engine_done(running.unit.engine_key)
+            self._unit_done(running)
 
     def _close(self, replica: Replica) -> None:
         if not replica.closed:
@@ -243,7 +238,7 @@ class Dispatcher:
                 self._gen.pop(other.in_flight, None)
                 other.in_flight = None
             self._close(other)
-        self.progress.engine_done(running.unit.engine_key)
+        self._unit_done(running)
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -352,12 +347,16 @@ class Dispatcher:
             self.writer.started(item.key, item.setting)
             order = self.benchmarks[item.setting.benchmark.name].problem_ids()
             self._exec_queue.append((item, self.writer.stored_samples(item.key, order)))
-        self._start_units()
-        while self._gen or self._exec or self._exec_queue:
+        self._plan_starts()
+        while self._gen or self._exec or self._exec_queue or self._starts.waiting:
             self.stop_request.check()  # the safe point: no Ray call is running
+            self._start_due()
+            self._mark_queued()
             self._submit_exec()
             self._poll()
             pending = [*self._gen, *self._exec, *self._polls]
+            if not pending:  # a waiting unit with nothing running to free its GPUs
+                raise ClusterError(f"{len(self._starts.waiting)} unit(s) can never start")
             ready, _ = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
                 if ref in self._gen:

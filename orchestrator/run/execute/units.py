@@ -1,15 +1,23 @@
-"""What the dispatcher keeps of a run (execute/dispatch.py): its options, its summary, and the
-live state of each engine unit and replica. Plain data, no Ray."""
+"""What the dispatcher keeps of a run (execute/dispatch.py): its options, its summary, the
+units waiting for GPUs, and the live state of each engine unit and replica. Plain data and
+pure rules, no Ray."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.analysis.schedule import next_fitting
+from orchestrator.errors import ClusterError
 from orchestrator.run.config.specs import ChunkPolicy, ClusterSpec
-from orchestrator.run.execute.chunks import UnitQueue
+from orchestrator.run.execute.chunks import UnitQueue, resume
+from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import EngineUnit, PlannedSetting
-from workers.spec import ChunkRequest, SandboxLimits
+from workers.spec import BackendName, ChunkRequest, SandboxLimits
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,3 +75,105 @@ class RunningUnit:
     items: dict[str, PlannedSetting]
     replicas: list[Replica] = field(default_factory=list)
     order: tuple[str, ...] = ()  # the benchmark's task ids (for sample order)
+
+
+def unit_replicas(unit: EngineUnit, cluster: ClusterSpec) -> int:
+    """`cluster.replicas`, except for a model over several GPUs: replicas share one GPU."""
+    if cluster.replicas > 1 and unit.engine.model.num_gpus > 1:
+        logger.warning(
+            "%s spans %d GPUs: one replica (replicas share one GPU)",
+            unit.engine.model.name,
+            unit.engine.model.num_gpus,
+        )
+        return 1
+    return cluster.replicas
+
+
+def replica_gpus(
+    unit: EngineUnit, cluster_gpus: float, replicas: int, cluster: ClusterSpec
+) -> float:
+    """The GPUs one replica of the unit asks Ray for (0: it runs on CPU or loads no model)."""
+    wanted = unit.engine.model.num_gpus
+    if unit.engine.backend is BackendName.REPLAY:
+        return 0  # no model to place
+    if cluster_gpus <= 0:
+        if not cluster.cpu_if_no_gpus:
+            raise ClusterError(
+                f"{unit.engine.model.name} needs {wanted} GPU(s) and the cluster has none "
+                "(set cluster.cpu_if_no_gpus=true to run on CPU)"
+            )
+        return 0
+    if wanted > cluster_gpus:
+        raise ClusterError(
+            f"{unit.engine.model.name} needs {wanted} GPUs; the cluster has {cluster_gpus:g}"
+        )
+    # R replicas share the model's GPUs: each is a full engine on a fraction of them.
+    return wanted / replicas
+
+
+@dataclass(frozen=True)
+class Waiting:
+    unit: EngineUnit
+    replicas: int
+    replica_gpus: float
+
+    @property
+    def gpus(self) -> int:
+        """Whole GPUs the unit holds while it runs (its replicas together)."""
+        return round(self.replica_gpus * self.replicas)
+
+
+@dataclass
+class StartQueue:
+    """Units waiting for GPUs, in plan order, and the GPUs the started ones hold. A unit
+    starts when it fits what is free, by analysis/schedule.py's rule (`next_fitting`, which
+    the plan's wall time replays); it gives its GPUs back when it ends. Asking Ray for every
+    unit at once instead would leave replicas waiting in Ray's queue holding a chunk (the
+    watchdog counts that time as no progress), and set up hundreds of units before the
+    first result is handled."""
+
+    capacity: int  # whole GPUs of the cluster
+    waiting: list[Waiting] = field(default_factory=list)
+    held: dict[str, int] = field(default_factory=dict)  # engine key -> GPUs
+
+    def due(self) -> list[Waiting]:
+        """The units to start now (they are counted as holding their GPUs from here)."""
+        out = []
+        while self.waiting:
+            free = self.capacity - sum(self.held.values())
+            pos = next_fitting([w.gpus for w in self.waiting], free)
+            if pos is None:
+                break
+            start = self.waiting.pop(pos)
+            self.held[start.unit.engine_key] = start.gpus
+            out.append(start)
+        return out
+
+    def release(self, engine_key: str) -> None:
+        self.held.pop(engine_key, None)
+
+
+def unit_queue(
+    unit: EngineUnit,
+    replicas: int,
+    benchmarks: Mapping[str, Any],
+    writer: StoreWriter,
+    checkpoint: ChunkPolicy,
+) -> RunningUnit:
+    """The unit's chunk queue, continuing from what the store holds."""
+    works, items, order = [], {}, ()
+    for item in unit.settings:
+        bench = benchmarks[item.setting.benchmark.name]
+        order = bench.problem_ids()
+        ids = item.setting.benchmark.select(order)
+        stored = writer.stored(item.key, item.setting.n_samples)
+        work, restart = resume(item.key, item.setting, ids, stored)
+        if restart:
+            writer.set_aside_generations(
+                item.key, "its stored chunks cannot continue the harness's random stream"
+            )
+        works.append(work)
+        items[item.key] = item
+    batched = unit.engine.backend is BackendName.VLLM
+    queue = UnitQueue(works, checkpoint, batched, replicas)
+    return RunningUnit(unit, queue, items, order=order)

@@ -86,8 +86,35 @@ class StoreWriter:
         self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
         self._counted: set[str] = set()  # settings whose generation attempt this run counted
         self._in_progress: set[str] = set()  # settings whose work this run has handed out
+        # Each setting's generations shards: one listing of the table when first needed (what
+        # earlier runs stored), then every shard this writer writes or sets aside. Listing the
+        # table per setting would cost O(settings x shards) over a grid (the driver at scale).
+        self._shards: dict[str, set[str]] | None = None
         self.n_generated = 0
         self.n_executed = 0
+
+    def _shards_of(self, key: str) -> set[str]:
+        if self._shards is None:
+            self._shards = {}
+            for name in self.store.shards("generations"):
+                self._shards.setdefault(setting_key_of(name), set()).add(name)
+        return self._shards.setdefault(key, set())
+
+    def _generations(self, key: str) -> list[dict[str, Any]]:
+        """The rows of the setting's generations shards, in shard order (its whole shard, then
+        its chunks in order); a shard gone or damaged since is left out (as read_table does)."""
+        names = sorted(self._shards_of(key))
+        tables = self.store.map_items(lambda n: self.store.read_shard("generations", n), names)
+        return [row for t in tables if t is not None for row in t.to_pylist()]
+
+    def _forget(self, key: str) -> None:
+        """A setting is complete: nothing of it is needed again (memory flat over a grid)."""
+        for state in (self._attempts, self._provenance, self._execution):
+            state.pop(key, None)
+        self._counted.discard(key)
+        self._in_progress.discard(key)
+        if self._shards is not None:
+            self._shards.pop(key, None)
 
     def _previous(self, key: str) -> dict[str, Any] | None:
         table = self.store.read_shard("settings", key)
@@ -160,6 +187,7 @@ class StoreWriter:
         """Commit a setting's generations as one shard. `counted` False: they were made
         elsewhere (an imported harness file), so this run did not generate them."""
         self.store.write_rows("generations", key, generation_rows(key, result.samples))
+        self._shards_of(key).add(key)
         self._attempts[key] = self._known_attempts(key) + 1
         self._provenance[key] = provenance_of(result, self.library_versions)
         self._write(key, setting, SettingStatus.RUNNING)
@@ -173,6 +201,7 @@ class StoreWriter:
         shard = f"{key}{CHUNK_SEPARATOR}{result.chunk:05d}"
         rows = generation_rows(key, result.samples, result.stream_state)
         self.store.write_rows("generations", shard, rows)
+        self._shards_of(key).add(shard)
         if key not in self._counted:
             self._counted.add(key)
             self._attempts[key] = self._known_attempts(key) + 1
@@ -188,14 +217,12 @@ class StoreWriter:
     def stored(self, key: str, n_samples: int) -> Stored:
         """What the store holds of a setting's generations: the problems with all their
         samples, the next chunk index, and the stream state after the highest chunk."""
-        shards = sorted(k for k in self.store.shards("generations") if setting_key_of(k) == key)
+        shards = sorted(self._shards_of(key))
         if not shards:
             return Stored()
-        table = self.store.read_table("generations", [key])
-        columns = table.select(["task_id", "stream_state"]).to_pydict()
         counts: dict[str, int] = {}
-        for task in columns["task_id"]:
-            counts[task] = counts.get(task, 0) + 1
+        for row in self._generations(key):
+            counts[row["task_id"]] = counts.get(row["task_id"], 0) + 1
         chunks = [int(k.partition(CHUNK_SEPARATOR)[2]) for k in shards if CHUNK_SEPARATOR in k]
         last = self.store.read_shard("generations", shards[-1])
         tail = last.select(["task_id", "stream_state"]).to_pylist()[-1] if last else {}
@@ -214,6 +241,7 @@ class StoreWriter:
             name = file.name.removesuffix(".parquet")
             if is_shard_key(name) and setting_key_of(name) == key:
                 self.store.quarantine(file, {"reason": reason, "setting_key": key})
+                self._shards_of(key).discard(name)
                 moved += 1
         logger.warning(
             "setting %s starts again (%s): %d chunk(s) set aside", key[:12], reason, moved
@@ -223,7 +251,7 @@ class StoreWriter:
     def stored_samples(self, key: str, order: Sequence[str] = ()) -> list[SampleRecord]:
         """Every stored sample of the setting (whole shard or chunks), in problem order
         (`order`: the benchmark's task ids) and sample order."""
-        rows = self.store.read_table("generations", [key]).to_pylist()
+        rows = self._generations(key)
         if not rows:
             raise FileNotFoundError(f"generations of setting {key} are missing")
         position = {t: i for i, t in enumerate(order)}
@@ -246,12 +274,13 @@ class StoreWriter:
             "execution_json": canonical_json(fields),
         }
         self.store.write_rows("executions", key, exec_rows)
-        gen_rows = self.store.read_table("generations", [key]).to_pylist()
+        gen_rows = self._generations(key)
         benchmark = self.benchmarks.get(setting.benchmark.name)
         summary = benchmark.summarize(exec_rows) if benchmark is not None else None
         score = score_row(key, setting, gen_rows, exec_rows, summary)
         self.store.write_rows("scores", key, [score])
         self._write(key, setting, SettingStatus.COMPLETE)
+        self._forget(key)
         self.n_executed += 1
         return score
 
