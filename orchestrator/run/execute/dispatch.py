@@ -3,12 +3,12 @@
 Units start in plan order as GPUs free up (units.StartQueue: the rule analysis/schedule.py
 replays for the plan's wall time); a unit's replicas are asked of Ray only when its GPUs are
 free, so Ray places them at once, and its settings are recorded `queued` a few at a time in
-between. A unit's settings are cut into chunks (run/execute/chunks.py); each replica generates one chunk at a
-time and the driver commits every chunk as it comes back (a kill loses at most the chunks in
-flight). A setting whose chunks are all stored goes to an execution task, which overlaps with
-the generation of the next chunks. Executions hold their own resource (`cluster.exec_resource`)
-instead of CPUs, so engines never starve them. The only module besides `workers/tasks.py` that
-talks to Ray.
+between. A unit's settings are cut into chunks (run/execute/chunks.py); each replica
+generates one chunk at a time and the driver commits every chunk as it comes back (a kill
+loses at most the chunks in flight). A setting whose chunks are all stored goes to an
+execution task, which overlaps with the generation of the next chunks. Executions hold their
+own resource (`cluster.exec_resource`) instead of CPUs, so engines never starve them. The only
+module besides `workers/tasks.py` that talks to Ray.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from orchestrator.run.execute.signals import StopRequest
 from orchestrator.run.execute.units import (
     DispatchOptions,
     DispatchSummary,
+    QueuedMarks,
     Replica,
     RunningUnit,
     StartQueue,
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_POLL_S = 2.0  # how often a replica is asked what it is doing
 MARK_PER_TICK = 50  # waiting settings recorded as queued per pass of the loop
+CAPACITY_POLL_S = 10.0  # how often the cluster's GPUs are counted again
 
 
 class Dispatcher:
@@ -78,8 +80,8 @@ class Dispatcher:
         self._bench_refs: dict[str, Any] = {}
         self._placement: dict[str, Any] = {}
         self._starts = StartQueue(0)
-        self._to_mark: deque[PlannedSetting] = deque()  # waiting settings not yet `queued`
-        self._marked: set[str] = set()
+        self._capacity_at = 0.0  # when the cluster's GPUs were last counted
+        self._queued = QueuedMarks(writer)
         self._stopping = False  # an interrupt: commit what is back, submit nothing new
 
     # -- setup -------------------------------------------------------------------------------
@@ -97,24 +99,17 @@ class Dispatcher:
                 gpus = replica_gpus(unit, cluster_gpus, n, self.options.cluster)
             except ClusterError as e:
                 for item in unit.settings:
-                    self._mark(item)
+                    self._queued.mark(item)
                     self._fail(item, "ClusterError", str(e), generating=False)
                 continue
             self._starts.waiting.append(Waiting(unit, n, gpus))
-            self._to_mark.extend(unit.settings)
-
-    def _mark(self, item: PlannedSetting) -> None:
-        if item.key not in self._marked:
-            self._marked.add(item.key)
-            self.writer.started(item.key, item.setting)
-
-    def _mark_queued(self) -> None:
-        """Record waiting settings as queued a few at a time between Ray calls: thousands
-        at once would hold up the results of the units already running."""
-        for _ in range(min(MARK_PER_TICK, len(self._to_mark))):
-            self._mark(self._to_mark.popleft())
+            self._queued.todo.extend(unit.settings)
 
     def _start_due(self) -> None:
+        now = time.monotonic()
+        if self._starts.capacity and now - self._capacity_at >= CAPACITY_POLL_S:
+            self._capacity_at = now  # nodes join and leave
+            self._starts.capacity = math.floor(ray.cluster_resources().get("GPU", 0))
         for waiting in self._starts.due():
             self.stop_request.check()
             self._start(waiting)
@@ -124,7 +119,7 @@ class Dispatcher:
         unit, n, opts = waiting.unit, waiting.replicas, self.options.cluster
         running = unit_queue(unit, n, self.benchmarks, self.writer, self.options.checkpoint)
         for item in unit.settings:
-            self._mark(item)
+            self._queued.mark(item)
         self._units.append(running)
         total = sum(len(w.remaining) * w.setting.n_samples for w in running.queue.settings)
         self.progress.engine(unit.engine_key, engine_label(unit), total, n)
@@ -351,7 +346,7 @@ class Dispatcher:
         while self._gen or self._exec or self._exec_queue or self._starts.waiting:
             self.stop_request.check()  # the safe point: no Ray call is running
             self._start_due()
-            self._mark_queued()
+            self._queued.some(MARK_PER_TICK)
             self._submit_exec()
             self._poll()
             pending = [*self._gen, *self._exec, *self._polls]

@@ -5,6 +5,7 @@ pure rules, no Ray."""
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,3 +178,23 @@ def unit_queue(
     batched = unit.engine.backend is BackendName.VLLM
     queue = UnitQueue(works, checkpoint, batched, replicas)
     return RunningUnit(unit, queue, items, order=order)
+
+
+@dataclass
+class QueuedMarks:
+    """Settings recorded `queued` (submitted, not begun): a unit's when it starts, the
+    waiting ones a few at a time between Ray calls (thousands at once would hold up the
+    results of the units already running)."""
+
+    writer: StoreWriter
+    todo: deque[PlannedSetting] = field(default_factory=deque)
+    done: set[str] = field(default_factory=set)
+
+    def mark(self, item: PlannedSetting) -> None:
+        if item.key not in self.done:
+            self.done.add(item.key)
+            self.writer.started(item.key, item.setting)
+
+    def some(self, n: int) -> None:
+        for _ in range(min(n, len(self.todo))):
+            self.mark(self.todo.popleft())
