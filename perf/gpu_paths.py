@@ -11,14 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from workers.backends.hf import HfBackend
+from workers.backends.hf import HfOptions
+from workers.backends.hf.engine import HfBackend
 from workers.backends.modelprep import build_tiny_model
 from workers.spec import (
-    BackendName,
     Dtype,
     EngineSpec,
     GenRequest,
-    HfOptions,
     LengthSemantics,
     ModelSpec,
     Quant,
@@ -61,7 +60,7 @@ def main() -> None:
     for label, (dtype, quant) in PRECISIONS.items():
         backend = HfBackend()
         started = time.perf_counter()
-        info = backend.load(EngineSpec(model, BackendName.HF, dtype, quant, hf=HfOptions("cuda")))
+        info = backend.load(EngineSpec(model, "hf", dtype, quant, options=HfOptions("cuda")))
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         out = backend.generate(requests, global_seed=0)

@@ -125,6 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         relationship=EvaluatorRelationship(args.evaluator_relationship),
         pilots=not args.no_pilots,
         card_of=card_from_registry,
+        engine_names=engine_names_from_registry(),
     )
     literature = None
     if not args.no_literature:
@@ -185,3 +186,10 @@ def _export_mlflow(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"export": cmd_export}
+
+
+def engine_names_from_registry() -> dict[str, str]:
+    """Each registered backend's name as an inference engine (its definition says it)."""
+    from workers.backends.registry import backend_definitions
+
+    return {d.name: d.export_name for d in backend_definitions()}

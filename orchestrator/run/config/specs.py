@@ -6,17 +6,17 @@ CLI edge, from values already checked (config/options.py, config/values.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from workers.benchmarks.base import BenchmarkSource
 from workers.spec import (
+    BackendOptions,
     DecodingSpec,
-    HfOptions,
     ModelSpec,
     SandboxLimits,
-    VllmOptions,
     select_problems,
 )
 
@@ -110,12 +110,12 @@ class RunConfig:
     defaults: CellDefaults
     axes: tuple[tuple[str, tuple[Any, ...]], ...]  # ordered: the grid's product order
     decodings: tuple[tuple[str, DecodingSpec], ...]
-    hf: HfOptions
-    vllm: VllmOptions
+    # Every registered backend's typed options, from its config block (its definition's
+    # `options`), in registry order; a cell's engine gets its backend's, bound to the cell.
+    backends: tuple[tuple[str, BackendOptions], ...]
     limits: SandboxLimits
     exec_workers: int | None
     cluster: ClusterSpec
-    replay_path: str | None
     cache_dir: str
     overrides: tuple[str, ...] = field(default=())
     checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
@@ -125,3 +125,12 @@ class RunConfig:
 
     def decoding_map(self) -> dict[str, DecodingSpec]:
         return dict(self.decodings)
+
+    def backend_options(self, name: str) -> BackendOptions:
+        """The configured options of the backend registered as `name`."""
+        return dict(self.backends)[name]
+
+    def with_backend_options(self, name: str, options: BackendOptions) -> RunConfig:
+        """This config with `name`'s options replaced (an import names its file this way)."""
+        backends = tuple((n, options if n == name else o) for n, o in self.backends)
+        return dataclasses.replace(self, backends=backends)

@@ -35,7 +35,8 @@ from orchestrator.run.execute.units import (
 )
 from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
-from workers.spec import BackendName, SettingFailure
+from workers.backends.registry import get_backend
+from workers.spec import SettingFailure
 from workers.tasks import EngineWorker, execute_samples
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class Dispatcher:
 
     def _gpus_for(self, unit: EngineUnit, cluster_gpus: float, replicas: int) -> float:
         wanted = unit.engine.model.num_gpus
-        if unit.engine.backend is BackendName.REPLAY:
+        if not get_backend(unit.engine.backend).uses_gpus:
             return 0  # no model to place
         if cluster_gpus <= 0:
             if not self.options.cluster.cpu_if_no_gpus:
@@ -116,7 +117,7 @@ class Dispatcher:
                 )
             works.append(work)
             items[item.key] = item
-        batched = unit.engine.backend is BackendName.VLLM
+        batched = get_backend(unit.engine.backend).batched
         queue = UnitQueue(works, self.options.checkpoint, batched)
         return RunningUnit(unit, queue, items, order=order)
 
@@ -149,7 +150,7 @@ class Dispatcher:
                     num_cpus=opts.engine_cpus,
                     max_restarts=opts.max_retries,
                     max_task_retries=opts.max_retries,
-                ).remote(unit.engine)
+                ).remote(unit.engine, get_backend(unit.engine.backend).engine)
                 running.replicas.append(Replica(index, actor, time.monotonic()))
                 self.summary.engine_loads += 1
             self._feed(running)

@@ -432,7 +432,7 @@ def test_replay_path_pattern_names_one_file_per_variant_and_template(
     settings = [s for e in data["engines"] for s in e["settings"]]
     assert data["n_settings"] == 4 and len({s["setting_key"] for s in settings}) == 4
     assert data["counts"]["skip"] == 0
-    files = {e["replay_path"] for e in data["engines"]}
+    files = {e["backend_options"]["path"] for e in data["engines"]}
     assert files == {
         str(tmp_path / f"{v}-{t}.jsonl") for v in ("tests", "docs") for t in ("own", "instruct")
     }
