@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +200,23 @@ def test_a_key_under_a_group_says_what_the_group_is(env, capsys, tmp_path, overr
     code, _, err = run_cli(["plan", override, f"store={tmp_path / 'store'}"], capsys)
     assert code == 2 and needle in err, err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly(env):
+    """`reprogrid prompts ... | head -1`: the reader closes the pipe after one line of 200 KB of
+    prompts; reprogrid stops without a traceback and exits 141 (128 + SIGPIPE, what the shell
+    reports for a tool stopped by a closed pipe: the output is incomplete, so not 0)."""
+    root = Path(__file__).resolve().parents[4]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    argv = [sys.executable, "-m", "orchestrator.cli", "prompts", "template=deepseek"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does once it has its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert json.loads(first)["task_id"] == "Python/0"
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
