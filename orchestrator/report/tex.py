@@ -46,6 +46,10 @@ LONG_PACKAGES = ("longtable",)  # what a long snippet needs as well
 WRAP_CHARS = 30  # a text column with a longer cell wraps ...
 WRAP_WIDTH = "10em"  # ... in a ragged-right column this wide
 KEY_SUFFIXES = ("_key", "_keys", "_sha256")  # set in typewriter type
+# The width a detail row's paragraph wraps at: the line less the indent, unless the document
+# says otherwise (report.tex: the table's own width, measured first).
+NOTE_WIDTH = r"\reprogridnotewidth"
+NOTE_DEFAULT = r"\providecommand{\reprogridnotewidth}{\dimexpr\linewidth-1em\relax}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,7 +85,8 @@ def _value(column: str, text: str, number: bool) -> str:
         return r"\ensuremath{-}" + tex_escape(text[1:])  # a minus sign, not a hyphen
     if column.endswith(KEY_SUFFIXES):
         return r"\texttt{" + tex_escape(text) + "}"
-    return tex_escape(text)
+    # \slash: a line may break after it, so a source (doi:10.3390/software4030017) wraps
+    return tex_escape(text).replace("/", r"\slash{}")
 
 
 def _cell(table: ReportTable, column: str, index: Any, row: Mapping[str, Any]) -> str:
@@ -107,13 +112,25 @@ def _detail_row(table: ReportTable, row: Mapping[str, Any], width: int) -> str:
     ]
     if not parts:
         return ""
+    # A paragraph in a box of no width (\rlap): it wraps at NOTE_WIDTH instead of setting the
+    # table's width (one long note used to widen the table, and the document's fit then shrank
+    # every cell to about 55%).
+    note = r"\raggedright\footnotesize " + "; ".join(parts)
     return (
         r"\multicolumn{"
         + str(width)
-        + r"}{@{\hspace{1em}}l}{\footnotesize "
-        + "; ".join(parts)
-        + r"} \\"
+        + r"}{@{\hspace{1em}}l}{\rlap{\parbox[t]{"
+        + NOTE_WIDTH
+        + "}{"
+        + note
+        + r"}}} \\"
     )
+
+
+def _has_details(table: ReportTable) -> bool:
+    frame = table.frame
+    details = [c for c in display_of(table.name).details if c in frame.columns]
+    return bool(details) and bool(frame[details].notna().to_numpy().any())
 
 
 def _heading_columns(entry: TexTable, table: ReportTable) -> tuple[str, ...]:
@@ -174,14 +191,15 @@ def snippet(entry: TexTable, data: ReportData) -> str:
         names = ", ".join(t.name for t in data.tables)
         raise KeyError(f"LaTeX table {entry.file!r} shows {entry.table!r}; tables: {names}")
     cols = _columns(entry, table) or list(table.frame.columns[:1])
-    spec = "".join(_spec(entry, table, c) for c in cols)
+    spec = "".join(_spec(entry, table, c) for c in cols) + "@{}"
     env = "longtable" if entry.long else "tabular"
     needs = ", ".join((*PACKAGES, *(LONG_PACKAGES if entry.long else ())))
     metric = wording.metric_label(data.cards)
     head = " & ".join(_header(entry, table, c, metric) for c in cols) + r" \\"
     lines = [
         f"% reprogrid report: {tex_escape(title(table.name))} (needs {needs})",
-        rf"\begin{{{env}}}{{@{{}}{spec}@{{}}}}",
+        *([NOTE_DEFAULT] if _has_details(table) else []),
+        rf"\begin{{{env}}}{{@{{}}{spec}}}",
         r"\toprule",
         head,
         r"\midrule",
@@ -203,10 +221,15 @@ def snippets(data: ReportData) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # The standalone document
 
-# A tabular wider than the line or taller than the page is scaled down to fit (a paper that
-# \inputs a snippet decides this itself: \resizebox, \small, a table* float).
+# A tabular is set twice: first to measure it (its notes take no width), then with its notes
+# wrapping in its own width. One wider than the line or taller than the page is then scaled
+# down to fit (a paper that \inputs a snippet decides this itself: \resizebox, \small, a
+# table* float; its notes wrap in the line).
 FIT = r"""\newsavebox{\reprogridbox}
+\newcommand{\reprogridnotewidth}{\dimexpr\linewidth-1em\relax}
 \newcommand{\reprogridfit}[1]{\sbox{\reprogridbox}{#1}%
+  \edef\reprogridnotewidth{\the\dimexpr\wd\reprogridbox-1em\relax}%
+  \sbox{\reprogridbox}{#1}%
   \ifdim\wd\reprogridbox>\linewidth
     \sbox{\reprogridbox}{\resizebox{\linewidth}{!}{\usebox{\reprogridbox}}}\fi
   \ifdim\dimexpr\ht\reprogridbox+\dp\reprogridbox\relax>0.85\textheight
@@ -255,6 +278,8 @@ def render_tex(data: ReportData, figures: Mapping[str, list[tuple[str, str]]]) -
         r"\renewcommand{\labelitemi}{\ensuremath{\bullet}}% \textbullet: a TS1 (bitmap) font",
         r"\begin{document}",
         r"\small",
+        # the column gap of a dense table: 8pt, not 12pt, so the answers keep the text's size
+        r"\setlength{\tabcolsep}{4pt}",
         r"\section*{reprogrid report}",
         r"Store: \texttt{"
         + tex_escape(data.store)

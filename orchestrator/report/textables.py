@@ -56,6 +56,13 @@ TEX_TABLES: tuple[TexTable, ...] = (
         "explains the value, with its {metric}, interval and gap (setting minus reported, "
         "percentage points). A note under a row says how its value was judged.",
         headers=ANSWER_HEADERS,
+        # the texts wrap, so the table fits a landscape page at the text's size
+        wrap={
+            "literature_model": "7.2em",
+            "source_id": "7.5em",
+            "location": "8em",
+            "verdict_detail": "8em",
+        },
     ),
     TexTable(
         "findings",
