@@ -7,9 +7,14 @@ generation time and output agreement with fp32. A check for a GPU machine, not a
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# This checkout's packages first (Python puts the script's folder, perf/, on the path, not the
+# repository root): the script measures the code it sits in, whichever checkout is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.backends.hf import HfOptions
 from workers.backends.hf.engine import HfBackend

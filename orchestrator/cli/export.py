@@ -46,7 +46,8 @@ def register(sub) -> None:
         "--tracking-uri",
         default=None,
         metavar="URI",
-        help="mlflow: the tracking server or store (default: MLflow's own, MLFLOW_TRACKING_URI)",
+        help="mlflow: the tracking server or store (default: MLFLOW_TRACKING_URI, else the folder "
+        "mlruns in the store's report folder, <store>-report/mlruns)",
     )
     p.add_argument(
         "--experiment",
@@ -154,7 +155,25 @@ def default_experiment(store: str) -> str:
     return f"reprogrid {store if '://' in store else Path(store).resolve()}"
 
 
+def tracking_uri_of(given: str | None, environment: str | None, store: str) -> tuple[str, bool]:
+    """The tracking URI an export logs to, and whether it is reprogrid's default: --tracking-uri,
+    else MLFLOW_TRACKING_URI (`environment`), else a file store `mlruns` in the store's report
+    folder. Not MLflow's own default, sqlite:///mlflow.db in the working folder: a database
+    store needs SQLAlchemy, which the skinny client of the `mlflow` extra does not have."""
+    from pathlib import Path
+
+    from orchestrator.cli.report import _default_out
+
+    if given:
+        return given, False
+    if environment:
+        return environment, False
+    return (Path(_default_out(store)).resolve() / "mlruns").as_uri(), True
+
+
 def _export_mlflow(args: argparse.Namespace) -> int:
+    import os
+
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.export import problem_counts_of
     from orchestrator.report.grid import read_frame
@@ -170,12 +189,17 @@ def _export_mlflow(args: argparse.Namespace) -> int:
     runs = tracked_runs(scores, settings, problem_counts_of(store, pass1), ReportOptions())
     index = build_index(store)
     experiment = args.experiment or default_experiment(args.store)
+    # MLflow's own variable, read here (the CLI is where configuration enters) to pick the store
+    uri, default = tracking_uri_of(
+        args.tracking_uri, os.environ.get("MLFLOW_TRACKING_URI"), args.store
+    )
     summary = export_mlflow(
         runs,
-        args.tracking_uri,
+        uri,
         experiment,
         lambda key: export_entries(store, key, index),
         int(time.time() * 1000),
+        allow_file_store=default,
     )
     _out(
         f"mlflow {summary.tracking_uri}: experiment {summary.experiment!r} "
