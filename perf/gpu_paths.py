@@ -17,8 +17,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workers.backends.hf import HfOptions
-from workers.backends.hf.engine import HfBackend
-from workers.backends.modelprep import build_tiny_model
 from workers.spec import (
     Dtype,
     EngineSpec,
@@ -50,6 +48,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
     args = parser.parse_args()
+    # torch comes in only now, so that `--help` works on a machine without it (the driver tier).
+    from workers.backends.hf.engine import HfBackend
+    from workers.backends.modelprep import build_tiny_model
+
     folder = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     model = ModelSpec("tiny", str(folder), "tiny-llama-v1", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     greedy = SamplingSpec(False, 1.0, 1.0, 0, None)
