@@ -1,0 +1,75 @@
+"""The filesystem under a store: resolving its URI, and the few durable operations every write
+of the store is made of (write a temporary file, rename it into place, remove a file).
+
+Local stores fsync the file before the rename and the folder after it, so that a machine crash
+cannot leave a renamed empty file or lose the order of two renames (a compaction relies on a
+pack being in place before the files it replaces are removed). On object stores a write is one
+object, and a rename a copy: the object appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from storage.errors import StoreError
+
+
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    """A filesystem and the root path in it: pyarrow's own filesystems first (S3, GCS, Azure,
+    HDFS, local), then fsspec's registry for the schemes pyarrow does not know."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except pa.ArrowInvalid as e:
+        if "Unrecognized filesystem type" not in str(e):
+            raise StoreError(f"store URI {uri!r}: {e}") from e
+        try:
+            import fsspec
+        except ImportError as missing:
+            raise StoreError(f"store URI {uri!r}: unknown scheme (fsspec is missing)") from missing
+        try:
+            fsspec_fs, path = fsspec.core.url_to_fs(uri)
+        except (ImportError, ValueError) as unknown:
+            raise StoreError(f"store URI {uri!r}: {unknown}") from unknown
+        fs = pafs.PyFileSystem(pafs.FSSpecHandler(fsspec_fs))
+    return fs, path.rstrip("/")
+
+
+def write_file(fs: pafs.FileSystem, local: bool, path: str, payload: bytes) -> None:
+    """Write `payload` to `path` (a temporary name: not yet visible to readers), durably."""
+    if local:
+        with open(path, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+    else:
+        with fs.open_output_stream(path) as out:
+            out.write(payload)
+
+
+def rename(fs: pafs.FileSystem, local: bool, source: str, target: str) -> None:
+    """Move `source` over `target` (atomically on a local filesystem)."""
+    if local:
+        os.replace(source, target)
+    else:
+        fs.move(source, target)
+
+
+def remove(fs: pafs.FileSystem, path: str) -> None:
+    """Delete `path`; a file already gone is not an error."""
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_file(path)
+
+
+def sync_dir(folder: str) -> None:
+    """fsync a local folder, so the renames and deletions in it are on disk in their order."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
