@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def _register_report(sub) -> None:
-    from orchestrator.report.render import FORMATS
+    from orchestrator.report.formats import FORMATS
 
     p = sub.add_parser(
         "report",
