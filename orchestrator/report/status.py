@@ -28,6 +28,21 @@ STATUSES = [
     DAMAGED,
     "pending",
 ]
+# the settings columns `status` shows (a packed table decodes only these)
+SETTINGS_COLUMNS = (
+    "setting_key",
+    "status",
+    "status_reason",
+    "error_type",
+    "model_name",
+    "template",
+    "decoding",
+    "max_length",
+    "precision",
+    "backend",
+    "dtype",
+    "quant",
+)
 WAY_OUT = (
     "`reprogrid verify --fix` moves the damaged file(s) to the store's quarantine/ folder (or the "
     "next `reprogrid run` does it before planning); that run then redoes what they held"
@@ -42,10 +57,15 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     yet is pending with its quarantine record."""
     run = _select_run(store.read_table("runs").to_pylist(), run_id)
     index = build_index(store)
-    settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
+    settings = {
+        r["setting_key"]: r
+        for r in store.read_table("settings", columns=SETTINGS_COLUMNS).to_pylist()
+    }
     keys = list(run["setting_keys"]) if run else []
-    keys += sorted(k for k in settings if k not in set(keys))
-    keys += sorted(k for k, s in index.items() if s.damage and k not in set(keys))
+    listed = set(keys)
+    keys += sorted(k for k in settings if k not in listed)
+    listed.update(keys)
+    keys += sorted(k for k, s in index.items() if s.damage and k not in listed)
     live = store.writer_active()
     quarantined = _quarantined(store, index)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
