@@ -48,7 +48,8 @@ class PackPolicy:
     # Rows per row group (whole members only): the most rows a flipped bit can cost, since a
     # damaged pack gives back every row group whose digest still matches.
     row_group_rows: int = 64
-    # Loose finished shards a table needs before it is packed (small packs are merged anyway).
+    # Loose finished shards a table needs before it is packed (a table is packed only when
+    # that makes fewer files: two loose shards, or one and a small pack, at least).
     min_loose: int = 1
 
 
@@ -140,8 +141,8 @@ def _compact_table(
     before = len(view.loose) + len(view.packs)
     loose = sorted(k for k in view.loose if k in finished)
     small = [p for p in view.packs if len(p.record.members) < policy.max_members // 2]
-    if len(loose) < max(policy.min_loose, 1) and len(small) < 2:
-        return TableCompaction(table, 0, 0, before, before)  # nothing new, nothing to merge
+    if len(loose) < policy.min_loose or len(loose) + len(small) < 2:
+        return TableCompaction(table, 0, 0, before, before)  # it would not make fewer files
     parts, retire = _gather(store, table, view, loose, small)
     groups = [parts[i : i + policy.max_members] for i in range(0, len(parts), policy.max_members)]
     records = packing.pack_files(store, table, groups, retire, policy.row_group_rows)
