@@ -167,7 +167,10 @@ def inspect(
     if payload[:4] != MAGIC:
         raise ShardDamaged(ProblemKind.UNREADABLE, "no Parquet magic at the start")
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(payload))
+        # One footer parse for the checks and the decode (it costs as much as decoding a small
+        # shard); the decode reads an Arrow-owned copy (`arrow_owned`).
+        source = arrow_owned(payload) if decode else payload
+        parquet = pq.ParquetFile(pa.BufferReader(source), page_checksum_verification=True)
         meta, file_schema = parquet.metadata, parquet.schema_arrow
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ShardDamaged(ProblemKind.UNREADABLE, f"the Parquet footer does not parse: {e}") from e
@@ -177,7 +180,9 @@ def inspect(
         trust = Trust.SHA256
     else:
         trust = Trust.PAGE_CRC if _has_page_crc(payload, meta) else Trust.FULL_READ
-    rows = _decode(payload, schema, meta.num_rows) if decode or not sealed else None
+    rows = None
+    if decode or not sealed:
+        rows = _decode(parquet if decode else _owned_file(payload), schema, meta.num_rows)
     digest = (meta.metadata or {}).get(CHECKSUM_KEY) if sealed else None
     return ShardVerdict(trust, meta.num_rows, digest.decode() if digest else None), rows
 
@@ -264,13 +269,15 @@ def arrow_owned(payload: bytes) -> pa.Buffer:
     return out.getvalue()
 
 
-def _decode(payload: bytes, schema: pa.Schema, num_rows: int) -> pa.Table:
+def _owned_file(payload: bytes) -> pq.ParquetFile:
+    return pq.ParquetFile(pa.BufferReader(arrow_owned(payload)), page_checksum_verification=True)
+
+
+def _decode(parquet: pq.ParquetFile, schema: pa.Schema, num_rows: int) -> pa.Table:
     # ParquetFile.read, not pq.read_table: the dataset machinery behind read_table costs a few
     # milliseconds per call, which is most of the time on a small shard.
     try:
-        read = pq.ParquetFile(
-            pa.BufferReader(arrow_owned(payload)), page_checksum_verification=True
-        ).read(use_threads=False)
+        read = parquet.read(use_threads=False)
     except (OSError, ValueError, pa.ArrowException) as e:
         kind = ProblemKind.PAGE_CHECKSUM if "CRC" in str(e) else ProblemKind.UNREADABLE_ROWS
         raise ShardDamaged(kind, f"the rows do not decode: {e}") from e
