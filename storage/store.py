@@ -231,9 +231,11 @@ class Store:
         temporary files left by a crashed writer (call only while holding the lock)."""
         packing.recover(self)
         removed = 0
-        for table in TABLES:
-            for info in self._list(table, include_temp=True):
-                if info.base_name.startswith(TEMP_PREFIX):
+        folders = [self.root, *(self.table_dir(t) for t in TABLES)]  # the manifest's: the root
+        for folder in folders:
+            selector = pafs.FileSelector(folder, allow_not_found=True)
+            for info in self.fs.get_file_info(selector):
+                if info.type == pafs.FileType.File and info.base_name.startswith(TEMP_PREFIX):
                     remove(self.fs, info.path)
                     removed += 1
         return removed
