@@ -38,9 +38,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from storage import lock, manifest, packing, quarantine
+from storage import lock, manifest, packing, quarantine, rows
 from storage.errors import NotLockHolder, SchemaMismatch, StoreError, StoreLocked, UnknownTable
-from storage.filesystem import remove, rename, resolve, sync_dir, write_file
+from storage.filesystem import list_files, remove, rename, resolve, sync_dir, write_file
 from storage.integrity import (
     ProblemKind,
     ShardDamaged,
@@ -55,7 +55,7 @@ from storage.integrity import (
 from storage.layout import ShardInfo, StoredFile, TableView, table_view
 from storage.lock import LOCK_OBJECT
 from storage.manifest import MANIFEST_FILE, Manifest, ManifestDamaged, PackRecord
-from storage.packs import decode_members, read_members
+from storage.packs import read_members
 from storage.quarantine import QUARANTINE_DIR, REASON_FILE
 from storage.schema import SCHEMA_VERSION, TABLES
 
@@ -95,7 +95,9 @@ class Store:
         # the parsed manifest (or, for a damaged one, what the packs say) by the file's stamp
         self._manifest: tuple[tuple[int | None, int | None], Manifest] | None = None
         self._derived: tuple[tuple[int | None, int | None], Manifest] | None = None
-        self._verified: set[tuple[str, int | None, int | None]] = set()  # packs checked whole
+        # packs checked whole (by path, size, mtime), with their parsed footer: a pack is read
+        # many times by one command (a group of settings at a time), its footer parsed once
+        self._verified: dict[tuple[str, int | None, int | None], pq.FileMetaData] = {}
 
     # -- paths -------------------------------------------------------------------------------
 
@@ -153,13 +155,28 @@ class Store:
         self.sync(self.root)
         self._manifest = self._derived = None
 
-    def view(self, table: str, under: Manifest | None = None) -> TableView:
-        """What readers read of `table`: its loose shards and live packs (`storage.layout`)."""
-        files = [
-            StoredFile(table, i.base_name, i.path, i.size or 0, i.mtime_ns)
-            for i in self._list(table)
-        ]
-        return table_view(table, files, under if under is not None else self.readable_manifest())
+    def view(
+        self, table: str, under: Manifest | None = None, keys: Iterable[str] | None = None
+    ) -> TableView:
+        """What readers read of `table`: its loose shards and live packs (`storage.layout`);
+        with `keys`, only the loose shards of those settings (or runs)."""
+        current = under if under is not None else self.readable_manifest()
+        wanted = None
+        if keys is not None:
+            keyset = set(keys)
+            always = {p.file for p in current.packs_of(table)} | {
+                r.file for r in current.retired_of(table)
+            }
+
+            def wanted(name: str) -> bool:
+                # membership first: a folder of 6,000 shards is filtered for 60 of them
+                stem = name.removesuffix(".parquet")
+                if name in always:
+                    return True
+                return stem.partition("~")[0] in keyset and is_shard_key(stem)
+
+        files = list_files(self.fs, self.is_local, self.table_dir(table), table, wanted)
+        return table_view(table, files, current)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -261,13 +278,6 @@ class Store:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _list(self, table: str, include_temp: bool = False) -> list[pafs.FileInfo]:
-        selector = pafs.FileSelector(self.table_dir(table), allow_not_found=True)
-        infos = [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
-        if include_temp:
-            return infos
-        return [i for i in infos if i.base_name.endswith(".parquet")]
-
     def shards(self, table: str) -> dict[str, ShardInfo]:
         """Every shard readers read, by key: loose ones and the members of packs."""
         return self.view(table).shards()
@@ -322,7 +332,7 @@ class Store:
         holders = current.holders.get((table, key), ())
         if not holders:
             return None
-        view = self.view(table, current)
+        view = self.view(table, current, keys=[setting_key_of(key)])
         live = {p.file.name for p in view.packs}
         return next((p for p in holders if p.file in live), None)
 
@@ -364,17 +374,21 @@ class Store:
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(path)
         stamp = (path, info.size, info.mtime_ns)
-        source: Any
         if stamp in self._verified:
-            source = self.fs.open_input_file(path)
-        else:
-            payload = self.read_bytes(path)
-            verdict, _ = inspect(payload, TABLES[record.table])
-            if verdict.sha256 != record.sha256 or len(payload) != record.size:
-                raise ShardDamaged(ProblemKind.PACK_MISMATCH, "not the pack the manifest records")
-            self._verified.add(stamp)
-            source = pa.BufferReader(arrow_owned(payload))
-        return pq.ParquetFile(source, page_checksum_verification=True)
+            return pq.ParquetFile(
+                self.fs.open_input_file(path),
+                metadata=self._verified[stamp],
+                page_checksum_verification=True,
+            )
+        payload = self.read_bytes(path)
+        verdict, _ = inspect(payload, TABLES[record.table])
+        if verdict.sha256 != record.sha256 or len(payload) != record.size:
+            raise ShardDamaged(ProblemKind.PACK_MISMATCH, "not the pack the manifest records")
+        parquet = pq.ParquetFile(
+            pa.BufferReader(arrow_owned(payload)), page_checksum_verification=True
+        )
+        self._verified[stamp] = parquet.metadata
+        return parquet
 
     def read_table(
         self,
@@ -386,51 +400,7 @@ class Store:
         shards `<key>~<chunk>` belong to its key; only `columns` if given), packs' members
         included, in shard-key order (a setting's whole shard, then its chunks in order). A
         listed shard that is gone, unreadable or damaged by the time it is read is left out."""
-        view = self.view(table)
-        keyset = None if keys is None else set(keys)
-        schema = TABLES[table]
-        fields = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-
-        def chosen(keys: Iterable[str]) -> list[str]:
-            if keyset is None:
-                return list(keys)
-            return [k for k in keys if setting_key_of(k) in keyset]
-
-        loose = sorted(chosen(view.loose))
-        tables = dict(
-            zip(loose, self.map_items(lambda k: self.read_shard(table, k), loose), strict=True)
-        )
-        sources: list[tuple[str, int]] = [(k, -1) for k, t in tables.items() if t is not None]
-        decoded = {}
-        for i, pack in enumerate(view.packs):
-            members = chosen(m.key for m in pack.members)
-            got = self._decode_pack(pack.record, members, columns) if members else None
-            if got is not None:
-                decoded[i] = got
-                sources += [(k, i) for k in got[1]]
-        parts = _in_key_order(sorted(sources), tables, decoded, columns)
-        if not parts:
-            return fields.empty_table()
-        return pa.concat_tables(parts).combine_chunks()
-
-    def _decode_pack(
-        self, record: PackRecord, keys: Sequence[str], columns: Sequence[str] | None
-    ) -> tuple[pa.Table, dict[str, tuple[int, int]]] | None:
-        try:
-            return decode_members(
-                self.open_pack(record), record, keys, TABLES[record.table], columns
-            )
-        except FileNotFoundError:
-            return None
-        except (ShardDamaged, OSError) as e:
-            logger.warning(
-                "damaged pack %s/%s (%s): its %d shard(s) treated as missing",
-                record.table,
-                record.file,
-                e,
-                len(keys),
-            )
-            return None
+        return rows.read_table(self, table, keys, columns)
 
     def map_items(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """`fn` over `items`, in order; on object stores on a few threads (a round trip each)."""
@@ -473,36 +443,3 @@ class Store:
 
     def _read_lock(self, path: str) -> str | None:
         return lock.read_lock(self.fs, path)
-
-
-def _in_key_order(
-    order: Sequence[tuple[str, int]],
-    loose: Mapping[str, pa.Table | None],
-    packs: Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]],
-    columns: Sequence[str] | None,
-) -> list[pa.Table]:
-    """The tables of `order` ((shard key, -1 for a loose shard or the index of its pack)), with
-    consecutive members of one pack that lie next to each other taken as one slice."""
-    parts: list[pa.Table] = []
-    run: list[int] | None = None  # [pack, first row, end row] of the slice being extended
-
-    def flush() -> None:
-        if run is not None:
-            parts.append(packs[run[0]][0].slice(run[1], run[2] - run[1]))
-
-    for key, source in order:
-        if source < 0:
-            flush()
-            run = None
-            rows = loose[key]
-            assert rows is not None
-            parts.append(rows if columns is None else rows.select(list(columns)))
-            continue
-        first, n = packs[source][1][key]
-        if run is not None and run[0] == source and run[2] == first:
-            run[2] = first + n
-        else:
-            flush()
-            run = [source, first, first + n]
-    flush()
-    return parts
