@@ -135,7 +135,7 @@ def _pack(store: Store, table: str, members: list[tuple[str, list[dict[str, Any]
     for key, rows in members:
         parts.append((key, data.slice(at, len(rows))))
         at += len(rows)
-    pack_files(store, table, [parts], [], POLICY.row_group_rows)
+    pack_files(store, table, [parts], [], POLICY.group_rows(table))
 
 
 # -- measuring: each command in a fresh process, which reports its own work and peak ----------

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage import packing
+from storage.compact import DEFAULT_POLICY
 from storage.errors import NotLockHolder
 from storage.integrity import ShardDamaged
 from storage.layout import LivePack
@@ -19,9 +20,6 @@ from storage.schema import TABLES, optional_columns
 from storage.store import Store
 
 logger = logging.getLogger(__name__)
-
-# rows per row group of a rewritten pack (compaction's default)
-PACK_GROUP_ROWS = 64
 
 
 def _lacks_columns(store: Store, path: str, wanted: frozenset[str]) -> bool:
@@ -71,7 +69,8 @@ def upgrade_shards(store: Store) -> int:
                 members = store.read_pack(pack.record, [m.key for m in pack.members])
             except (ShardDamaged, OSError):
                 continue  # damaged: left to the quarantine
-            packing.pack_files(store, table, [members], [pack.file], PACK_GROUP_ROWS)
+            rows = DEFAULT_POLICY.group_rows(table)
+            packing.pack_files(store, table, [members], [pack.file], rows)
             n += len(members)
     if n:
         logger.info("upgraded %d shard(s) written by an older schema version", n)
