@@ -331,7 +331,9 @@ def scaling(sizes: list[int], results: dict[int, dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="660,6000", help="settings per store (multiples of 60)")
+    parser.add_argument(
+        "--sizes", default="660,6000", help="settings per store (rounded to whole models of 60)"
+    )
     parser.add_argument("--root", default=None, help="where to build the stores (default: a temp)")
     parser.add_argument("--loose", action="store_true", help="build through write_rows + compact")
     parser.add_argument("--keep", action="store_true", help="keep the stores")
@@ -342,9 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child, args.rest)
         return 0
-    sizes = [int(n) for n in args.sizes.split(",")]
-    if any(n % SETTINGS_PER_MODEL for n in sizes):
-        parser.error(f"--sizes: multiples of {SETTINGS_PER_MODEL} (settings per model)")
+    # whole models of 60 settings each: 20,000 is 333 models, 19,980 settings
+    sizes = [
+        max(1, round(int(n) / SETTINGS_PER_MODEL)) * SETTINGS_PER_MODEL
+        for n in args.sizes.split(",")
+    ]
     base = Path(args.root or tempfile.mkdtemp(prefix="store-scale-"))
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path}

@@ -60,7 +60,7 @@ for name in STEPS:
 store = Store(root)
 with store.writer_lock():
     if what[0] == "compact":
-        compact(store, PackPolicy(row_group_rows=1, settings_row_group_rows=1))
+        compact(store, PackPolicy(row_group_rows=1, row_group_rows_of={}))
     else:
         table, key = what[1], what[2]
         store.write_table(table, key, store.read_shard(table, key))

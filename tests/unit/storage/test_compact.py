@@ -40,7 +40,7 @@ from tests.unit.storage.crashes import KILL_SCRIPT, Crash, crash_before
 from tests.unit.storage.damage import flip_data_page_bit
 
 # one member per row group: a flipped bit costs exactly one setting
-ONE_PER_GROUP = PackPolicy(row_group_rows=1, settings_row_group_rows=1)
+ONE_PER_GROUP = PackPolicy(row_group_rows=1, row_group_rows_of={})
 
 
 def rows(store: Store) -> dict[str, list[str]]:

@@ -349,7 +349,7 @@ def compact_finished(store: Store) -> None:
     from storage.compact import PackPolicy, compact
 
     with store.writer_lock():
-        compact(store, PackPolicy(row_group_rows=1, settings_row_group_rows=1))
+        compact(store, PackPolicy(row_group_rows=1, row_group_rows_of={}))
 
 
 def the_pack(store: Store, table: str) -> Path:

@@ -201,7 +201,7 @@ def test_a_compacted_store_reads_the_same_and_a_damaged_pack_names_what_it_lost(
     before = status_json(capsys, tmp_path)
     store = Store(str(tmp_path))
     with store.writer_lock():
-        compact(store, PackPolicy(row_group_rows=1, settings_row_group_rows=1))
+        compact(store, PackPolicy(row_group_rows=1, row_group_rows_of={}))
     after = status_json(capsys, tmp_path)
     assert after["layout"] == {"packs": 3, "packed_shards": 9, "interrupted_compaction": False}
     assert {k: v for k, v in after.items() if k != "layout"} == {
