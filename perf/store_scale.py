@@ -366,9 +366,15 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             files, size = store_size(root)
+            load = os.getloadavg()[0]
             results[n] = {"files": files, "bytes": size, "m": measure(root, n // 60, env)}
             done = int(results[n]["m"]["plan"].values["done"])
-            print(f"  measured; plan: {done:,} of {n:,} settings done", flush=True)
+            print(
+                f"  measured (load average {load:.1f} before, {os.getloadavg()[0]:.1f} after); "
+                f"plan: {done:,} of {n:,} settings done",
+                flush=True,
+            )
+            print(table([n], results), flush=True)
         print(f"\n{os.cpu_count()} cores; each command in a fresh process, one after the other")
         print(table(sizes, results))
         print(scaling(sizes, results))

@@ -28,7 +28,7 @@ from storage.integrity import (
     is_shard_key,
     setting_key_of,
 )
-from storage.layout import LivePack, StoredFile, is_pack_name, same_file, table_view
+from storage.layout import LivePack, StoredFile, is_pack_name, same_file
 from storage.manifest import Manifest, Member
 from storage.packs import compare, intact_groups, record_of
 from storage.schema import RUN_TABLES, TABLES
@@ -233,7 +233,7 @@ def scan_table(
     cut short, foreign and temporary files."""
     current = manifest if manifest is not None else store.readable_manifest()
     files = store.files(table)
-    view = table_view(table, files, current)
+    view = store.view(table, current)  # packs without a manifest: their own lists
     leftovers = {f.name for f, _ in view.leftovers}
     packs = {p.file.name: p for p in view.packs}
     recorded = current.files.get(table, {})

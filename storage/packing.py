@@ -31,9 +31,10 @@ import pyarrow.parquet as pq
 
 from storage import quarantine
 from storage.errors import NotLockHolder
+from storage.filesystem import list_files
 from storage.integrity import ShardDamaged, arrow_owned, inspect
 from storage.layout import LivePack, StoredFile, is_pack_name, pack_name
-from storage.manifest import Manifest, ManifestDamaged, PackRecord, Retired
+from storage.manifest import MANIFEST_FILE, Manifest, ManifestDamaged, PackRecord, Retired
 from storage.packs import derive_record, encode_pack, intact_groups, read_members
 from storage.schema import TABLES
 
@@ -209,15 +210,20 @@ def forget(store: Store, file: StoredFile) -> None:
 
 def recover(store: Store) -> Recovery:
     """Finish or undo what a kill left of a packing or a dissolve (see the module's doc). A
-    store without a manifest has nothing to recover."""
+    store without a manifest and without packs (never compacted) has nothing to recover; one
+    whose manifest is damaged, or gone while packs are there, gets one derived from the packs."""
     if not _exists(store, store.manifest_path):
-        return Recovery()
-    _require_lock(store, "recovering an interrupted compaction")
-    rebuilt = False
-    try:
-        current = store.manifest()
-    except ManifestDamaged as e:
-        current, rebuilt = _rebuild(store, str(e)), True
+        if not has_packs(store):
+            return Recovery()
+        _require_lock(store, "recovering a lost manifest")
+        current, rebuilt = _rebuild(store, "no manifest, but packs are there"), True
+    else:
+        _require_lock(store, "recovering an interrupted compaction")
+        rebuilt = False
+        try:
+            current = store.manifest()
+        except ManifestDamaged as e:
+            current, rebuilt = _rebuild(store, str(e)), True
     revealed = dropped = 0
     gone = []
     missing = [
@@ -287,14 +293,28 @@ def derive_manifest(store: Store) -> Manifest:
     return Manifest(tuple(records))
 
 
+def has_packs(store: Store) -> bool:
+    """Whether a table folder holds a file named like a pack (names only: cheap)."""
+    for table in TABLES:
+        folder = store.table_dir(table)
+        if list_files(store.fs, store.is_local, folder, table, lambda n: is_pack_name(n)):
+            return True
+    return False
+
+
 def _rebuild(store: Store, why: str) -> Manifest:
-    """Set a damaged manifest aside (into the quarantine) and commit one derived from packs."""
-    info = store.fs.get_file_info(store.manifest_path)
-    file = StoredFile("manifest", info.base_name, info.path, info.size or 0, info.mtime_ns)
-    quarantine.move(store.fs, store.root, file, {"kind": "manifest", "detail": why})
+    """Commit a manifest derived from the packs, keeping a copy of the damaged one in the
+    quarantine first (the manifest is replaced in one rename: never absent meanwhile)."""
+    if _exists(store, store.manifest_path):
+        payload = store.read_bytes(store.manifest_path)
+        quarantine.keep(
+            store.fs, store.root, MANIFEST_FILE, payload, {"kind": "manifest", "detail": why}
+        )
     derived = derive_manifest(store)
     store.commit_manifest(derived)
     logger.warning(
-        "the manifest was damaged (%s): derived again from %d pack(s)", why, len(derived.packs)
+        "the manifest was damaged or lost (%s): derived again from %d pack(s)",
+        why,
+        len(derived.packs),
     )
     return derived

@@ -54,6 +54,30 @@ def move(fs: pafs.FileSystem, root: str, file: StoredFile, reason: Mapping[str, 
     return relative
 
 
+def keep(
+    fs: pafs.FileSystem, root: str, name: str, payload: bytes, reason: Mapping[str, Any]
+) -> str:
+    """Keep a copy of a store-level file (the manifest) in the quarantine, with its reason
+    record, before the writer replaces it; the copy's path relative to `root`."""
+    stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    relative = f"{QUARANTINE_DIR}/store/{stamp}/{name}"
+    fs.create_dir(f"{root}/{QUARANTINE_DIR}/store/{stamp}", recursive=True)
+    with fs.open_output_stream(f"{root}/{relative}") as out:
+        out.write(payload)
+    record = {
+        **reason,
+        "table": None,
+        "file": name,
+        "size": len(payload),
+        "quarantined_at": datetime.now(UTC).isoformat(),
+        "moved_to": relative,
+    }
+    with fs.open_output_stream(f"{root}/{QUARANTINE_DIR}/store/{stamp}/{REASON_FILE}") as out:
+        out.write(json.dumps(record, indent=2, sort_keys=True).encode())
+    logger.warning("kept the store's %s in the quarantine: %s", name, relative)
+    return relative
+
+
 def records(fs: pafs.FileSystem, root: str) -> list[dict[str, Any]]:
     """Every `_reason.json` in the quarantine, oldest first (an unreadable one is logged)."""
     selector = pafs.FileSelector(f"{root}/{QUARANTINE_DIR}", allow_not_found=True, recursive=True)

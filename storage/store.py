@@ -137,12 +137,16 @@ class Store:
         try:
             return self.manifest()
         except ManifestDamaged as e:
-            info = self.fs.get_file_info(self.manifest_path)
-            stamp = (info.size, info.mtime_ns)
-            if self._derived is None or self._derived[0] != stamp:
-                logger.warning("the store's manifest is damaged (%s): reading the packs' lists", e)
-                self._derived = (stamp, packing.derive_manifest(self))
-            return self._derived[1]
+            return self._derived_manifest(f"the store's manifest is damaged ({e})")
+
+    def _derived_manifest(self, why: str) -> Manifest:
+        """What the packs themselves say, once per state of the manifest file (logged)."""
+        info = self.fs.get_file_info(self.manifest_path)
+        stamp = (info.size, info.mtime_ns)
+        if self._derived is None or self._derived[0] != stamp:
+            logger.warning("%s: reading the packs' own member lists", why)
+            self._derived = (stamp, packing.derive_manifest(self))
+        return self._derived[1]
 
     def commit_manifest(self, new: Manifest) -> None:
         """Replace the manifest (write a temporary file, rename it): the writer only."""
@@ -176,7 +180,13 @@ class Store:
                 return stem.partition("~")[0] in keyset and is_shard_key(stem)
 
         files = list_files(self.fs, self.is_local, self.table_dir(table), table, wanted)
-        return table_view(table, files, current)
+        view = table_view(table, files, current)
+        if view.unknown and current.empty:
+            # packs without a manifest (it was deleted): never read a store as if it had lost
+            # their rows; the next writer derives the manifest again (`verify` reports it)
+            if self.fs.get_file_info(self.manifest_path).type == pafs.FileType.NotFound:
+                view = table_view(table, files, self._derived_manifest("packs, no manifest"))
+        return view
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -164,9 +164,12 @@ def verify_store(store: Store, fix: bool = False) -> VerifyReport:
 
 def _manifest_problems(store: Store) -> list[Problem]:
     try:
-        store.manifest()
+        manifest = store.manifest()
     except ManifestDamaged as e:
         return [Problem(ProblemKind.MANIFEST, None, MANIFEST_FILE, None, str(e))]
+    if manifest.empty and packing.has_packs(store):
+        detail = "no manifest, but packs are there: the next writer derives one from them"
+        return [Problem(ProblemKind.MANIFEST, None, MANIFEST_FILE, None, detail)]
     return []
 
 
