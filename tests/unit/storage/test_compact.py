@@ -162,6 +162,41 @@ def test_a_kill_at_any_step_loses_nothing(tmp_path, monkeypatch):
     _kill_at_each(tmp_path, monkeypatch, None)
 
 
+def _kill_while_merging(tmp_path: Path, monkeypatch, steps) -> None:
+    """A store compacted, then a new setting: the next compaction rewrites the small packs with
+    it (the old packs retired by the new ones). Killed before each of `steps` (None: all),
+    every row is read once; the next writer finishes."""
+    pristine = tmp_path / "pristine"
+    small_store(pristine)
+    compacted(Store(str(pristine)))
+    write_setting(Store(str(pristine)), Spec(BASE, "instruct", "greedy", 512, "int4", 12))
+    before, counts = rows(Store(str(pristine))), plain_counts(pristine)
+    with crash_before(monkeypatch, None) as taken:
+        compacted(Store(str(shutil.copytree(pristine, tmp_path / "count"))))
+    for n in steps or range(1, len(taken) + 1):
+        n = n if n > 0 else len(taken) + n + 1
+        root = shutil.copytree(pristine, tmp_path / f"kill-{n}")
+        with pytest.raises(Crash), crash_before(monkeypatch, n):
+            compacted(Store(str(root)))
+        store = Store(str(root))
+        assert rows(store) == before, f"killed before step {n} ({taken[n - 1]})"
+        with store.writer_lock():
+            store.clean_temp()
+        assert rows(store) == before and plain_counts(root) == counts
+        assert verify_store(store).ok
+
+
+def test_a_kill_while_merging_a_small_pack_loses_nothing(tmp_path, monkeypatch):
+    # the first table's merge: new pack, manifest, rename, old pack and new shard removed,
+    # manifest settled; and the last step
+    _kill_while_merging(tmp_path, monkeypatch, [1, 2, 3, 4, 5, 6, -1])
+
+
+@pytest.mark.heavy
+def test_a_kill_at_any_step_of_a_merge_loses_nothing(tmp_path, monkeypatch):
+    _kill_while_merging(tmp_path, monkeypatch, None)
+
+
 def test_rewriting_a_packed_shard_dissolves_its_pack(tmp_path):
     keys = small_store(tmp_path)
     store = Store(str(tmp_path))
