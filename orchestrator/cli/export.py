@@ -18,8 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
-    from orchestrator.report.eee import EvaluatorRelationship
-    from orchestrator.report.export import ExportFormat
+    from orchestrator.report.formats import EvaluatorRelationship, ExportFormat
 
     p = sub.add_parser(
         "export",

@@ -20,12 +20,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from orchestrator.cli import backends, compare, export, grid, problems, report, tools
+from orchestrator.cli import backends, compare, export, grid, problems, report, store, tools
 from orchestrator.cli.common import normalize_store_args
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
-EXTENSIONS = (grid, report, backends, tools, export, compare, problems)
+EXTENSIONS = (grid, report, store, backends, tools, export, compare, problems)
 
 logger = logging.getLogger("reprogrid")
 # A reader that closed the pipe (`reprogrid prompts ... | head`): 128 + SIGPIPE, what the shell

@@ -29,11 +29,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.data import CardLookup
+from orchestrator.report.formats import EvaluatorRelationship
 from orchestrator.report.scored import Scored
 from workers.card import BenchmarkCard, card_from_json
 
@@ -100,15 +100,6 @@ PROVENANCE = (
     "engine_load_s",
 )
 RUN_PROVENANCE = ("git_revision", "cluster_address", "data_sources_json")
-
-
-class EvaluatorRelationship(StrEnum):
-    """The schema's `evaluator_relationship`: who ran the evaluation, against the model."""
-
-    FIRST_PARTY = "first_party"
-    THIRD_PARTY = "third_party"
-    COLLABORATIVE = "collaborative"
-    OTHER = "other"
 
 
 @dataclass(frozen=True)

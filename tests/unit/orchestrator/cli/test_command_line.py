@@ -74,6 +74,8 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
     assert json.loads(out)["totals"]["complete"] == 1
     code, out, _ = run_cli(["verify", *named, "--json"], capsys)
     assert code == 0 and json.loads(out)["store"] == str(root)
+    code, out, _ = run_cli(["compact", *named, "--json"], capsys)
+    assert code == 0 and json.loads(out)["store"] == str(root)
     code, out, _ = run_cli(["compare-backends", *named, "--json"], capsys)
     assert code == 0
     code, out, _ = run_cli(
@@ -103,6 +105,7 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
         ["status"],
         ["report"],
         ["verify"],
+        ["compact"],
         ["export-generations", "--all", "--out", "x"],
         ["compare-backends"],
     ],
