@@ -127,6 +127,14 @@ def compact(store: Store, policy: PackPolicy = DEFAULT_POLICY) -> CompactReport:
     return report
 
 
+def compact_if_due(store: Store, min_loose: int) -> CompactReport | None:
+    """The end of a run: compact once some packed table holds `min_loose` loose shards (a
+    listing, no reads); a small store is left as it is, shard per file, read as fast."""
+    if max(len(store.view(table).loose) for table in PACKED_TABLES) < min_loose:
+        return None
+    return compact(store, replace(DEFAULT_POLICY, min_loose=min_loose))
+
+
 def _finished(store: Store) -> Mapping[str, set[str]]:
     """The shard keys of each packed table that no run rewrites."""
     complete = {

@@ -96,6 +96,7 @@ def _run_config(
         overrides=overrides,
         checkpoint=ChunkPolicy(**_block(o, "checkpoint")),
         progress_every_s=o["progress.every_s"],
+        compact_after_run=o["compaction.after_run"],
         estimate=EstimateSpec(**_block(o, "estimate")),
         preflight=PreflightSpec(**_block(o, "preflight")),
     )

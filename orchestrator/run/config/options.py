@@ -101,6 +101,7 @@ OPTION_NUMBERS: dict[str, Range] = {
     "checkpoint.first_samples": Range(int, 1),
     "checkpoint.batched_samples": Range(int, 1),
     "progress.every_s": Range(float, 0, low_open=True),
+    "compaction.after_run": Range(int, 1, nullable=True),
     "cluster.connect_timeout_s": Range(
         float, 0, 600, low_open=True, why="an unreachable cluster.address fails after this long"
     ),

@@ -120,6 +120,9 @@ class RunConfig:
     overrides: tuple[str, ...] = field(default=())
     checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
     progress_every_s: float = 30.0  # off a terminal: a progress line per engine this often
+    # A run that ends packs a table's finished shards once it has this many loose ones (None:
+    # never). Packing pays per file read at thousands of settings; a few dozen read fast loose.
+    compact_after_run: int | None = 200
     estimate: EstimateSpec = field(default_factory=EstimateSpec)
     preflight: PreflightSpec = field(default_factory=PreflightSpec)
 
