@@ -18,7 +18,8 @@ export RAY_AUTH_MODE ?= disabled
 PYTEST_ARGS ?=
 
 .PHONY: install test test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
-	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume lint format typecheck clean
+	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-store lint \
+	format typecheck clean
 
 install: $(STAMP)
 
@@ -103,7 +104,7 @@ lock-gpu: $(STAMP)
 lock-driver:
 	$(PYTHON312) requirements/resolve.py compile driver
 
-bench: bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume
+bench: bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-store
 
 bench-sandbox: $(STAMP)
 	$(BIN)/python perf/sandbox_throughput.py
@@ -121,6 +122,12 @@ bench-replicas: $(STAMP)
 # SIGKILL a tiny-model grid 10 times at random moments, resume it, compare with a clean run.
 bench-kill-resume: $(STAMP)
 	$(BIN)/python perf/kill_resume.py
+
+# Stores of 660 and 6,000 settings (11 and 100 models x paper60), compacted: status, plan,
+# report, verify, pandas and DuckDB side by side (STORE_SIZES=660,6000,20000 for the curve).
+STORE_SIZES ?= 660,6000
+bench-store: $(STAMP)
+	$(BIN)/python perf/store_scale.py --sizes $(STORE_SIZES)
 
 # Lint and format check (ruff), and the type checker over the three packages (mypy; its
 # configuration is [tool.mypy] in pyproject.toml). All three run in CI (.ci/run).

@@ -23,8 +23,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import Counter
+from pathlib import Path
+
+# The planted grids are the tests' (tests/planted.py), which no installed package holds: the
+# checkout's root goes first on the path, so `python perf/evidence.py` runs from the repository
+# root without PYTHONPATH (Python puts the script's folder, perf/, there) and measures this
+# checkout's code.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 from scipy import stats

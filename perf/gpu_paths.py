@@ -7,18 +7,20 @@ generation time and output agreement with fp32. A check for a GPU machine, not a
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from workers.backends.hf import HfBackend
-from workers.backends.modelprep import build_tiny_model
+# This checkout's packages first (Python puts the script's folder, perf/, on the path, not the
+# repository root): the script measures the code it sits in, whichever checkout is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workers.backends.hf import HfOptions
 from workers.spec import (
-    BackendName,
     Dtype,
     EngineSpec,
     GenRequest,
-    HfOptions,
     LengthSemantics,
     ModelSpec,
     Quant,
@@ -46,6 +48,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
     args = parser.parse_args()
+    # torch comes in only now, so that `--help` works on a machine without it (the driver tier).
+    from workers.backends.hf.engine import HfBackend
+    from workers.backends.modelprep import build_tiny_model
+
     folder = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     model = ModelSpec("tiny", str(folder), "tiny-llama-v1", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     greedy = SamplingSpec(False, 1.0, 1.0, 0, None)
@@ -61,7 +67,7 @@ def main() -> None:
     for label, (dtype, quant) in PRECISIONS.items():
         backend = HfBackend()
         started = time.perf_counter()
-        info = backend.load(EngineSpec(model, BackendName.HF, dtype, quant, hf=HfOptions("cuda")))
+        info = backend.load(EngineSpec(model, "hf", dtype, quant, options=HfOptions("cuda")))
         load_s = time.perf_counter() - started
         started = time.perf_counter()
         out = backend.generate(requests, global_seed=0)

@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+# This checkout's packages first (Python puts the script's folder, perf/, on the path, not the
+# repository root): the script measures the code it sits in, whichever checkout is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 

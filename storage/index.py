@@ -6,21 +6,36 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from storage.integrity import is_shard_key, setting_key_of
-from storage.schema import SettingStatus
-from storage.store import Store
-from storage.verify import (
+from storage.checks import (
     RESULT_TABLES,
+    Depth,
     FileCheck,
     quarantine_damaged,
     scan_table,
     trusted_rows,
     trusted_settings,
 )
+from storage.integrity import setting_key_of
+from storage.manifest import Manifest
+from storage.schema import RUN_TABLES, SettingStatus
+from storage.store import Store
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["RESULT_TABLES", "SettingState", "build_index"]
+
+# What the index reads of each settings row (decoding the rest of a packed table is skipped)
+INDEX_COLUMNS = (
+    "setting_key",
+    "status",
+    "status_reason",
+    "attempts",
+    "error_type",
+    "execution_key",
+    "execution_json",
+    "n_problems",
+    "n_samples",
+)
 
 
 @dataclass(frozen=True)
@@ -63,12 +78,17 @@ def build_index(
     """Read the settings table and the result tables' files.
 
     With `validate` (the default), a setting has a result table when it has a shard there whose
-    content passes its checks (SHA-256 of sealed shards; older shards are decoded fully) and no
-    shard there that fails them; a shard that is truncated, damaged, foreign to the schema, or
-    listed but gone (object-store listings may lag) does not count, so its setting is redone.
-    Without `validate`, only the listing counts. With `quarantine` (the writer, holding the
-    lock: NotLockHolder otherwise; it implies `validate`), damaged and foreign files of every
-    table are moved to the quarantine first, so Parquet readers of each table folder read again.
+    content passes its checks and no shard there that fails them; a shard that is truncated,
+    damaged, foreign to the schema, or listed but gone (object-store listings may lag) does not
+    count, so its setting is redone. Readers (`status`, `plan`) check the seal (SHA-256 of every
+    byte) of every pack and of every loose shard written since the last compaction, and trust a
+    loose shard that compaction checked while it keeps its size and mtime (its record in the
+    manifest): a store read by `status` costs its packs' bytes and its new files, not one read
+    per shard. Without `validate`, only the listing counts. With `quarantine` (the writer,
+    holding the lock: NotLockHolder otherwise; it implies `validate`), every file's seal is
+    checked and damaged and foreign files of every table are moved to the quarantine first (a
+    damaged pack gives back its intact row groups), so Parquet readers of each table folder
+    read again.
 
     A settings row without a key or with an unknown status is ignored (logged): its setting
     counts as pending; so does a setting whose settings shard fails its checks. Every failing
@@ -77,26 +97,25 @@ def build_index(
     present: dict[str, set[str]] = {}
     generated: dict[str, int] = {}
     damage: dict[str, list[str]] = {}
+    depth = Depth.SEAL if quarantine else Depth.RECORDED
+    # the writer's quarantine may change the manifest between tables: it reads it each time
+    manifest = None if quarantine else store.readable_manifest()
     for table in RESULT_TABLES:
         if not validate and not quarantine:
-            present[table] = {setting_key_of(k) for k in store.shards(table) if is_shard_key(k)}
+            present[table] = {setting_key_of(k) for k in store.shards(table)}
             continue
-        checks = scan_table(store, table)
+        checks = _checked(store, table, depth, quarantine, manifest)
         _note_damage(damage, table, checks)
-        if quarantine:
-            quarantine_damaged(store, checks)
         present[table] = trusted_settings(checks)
         if table == "generations":
             generated = trusted_rows(checks)
     if validate or quarantine:
-        for table in ("settings", "runs", "repeat_checks"):
-            checks = scan_table(store, table)
+        for table in ("settings", *sorted(RUN_TABLES)):
+            checks = _checked(store, table, depth, quarantine, manifest)
             if table != "repeat_checks":  # a damaged check record is not the setting's damage
                 _note_damage(damage, table, checks)
-            if quarantine:
-                quarantine_damaged(store, checks)
     states: dict[str, SettingState] = {}
-    for row in store.read_table("settings").to_pylist():
+    for row in store.read_table("settings", columns=INDEX_COLUMNS).to_pylist():
         key = row.get("setting_key")
         try:
             status = SettingStatus(row.get("status"))
@@ -138,14 +157,29 @@ def build_index(
     return states
 
 
+def _checked(
+    store: Store, table: str, depth: Depth, quarantine: bool, manifest: Manifest | None
+) -> tuple[FileCheck, ...]:
+    """The table's checks; for the writer, after moving what fails to the quarantine (checked
+    again when a damaged pack gave members back as loose shards)."""
+    checks = scan_table(store, table, depth, manifest)
+    if quarantine:
+        moved = quarantine_damaged(store, checks)
+        if any(m.restored for m in moved):
+            checks = scan_table(store, table, depth)
+    return checks
+
+
 def _note_damage(damage: dict[str, list[str]], table: str, checks: Iterable[FileCheck]) -> None:
-    """Record each failing shard under its setting (runs shards and foreign files have none)."""
+    """Record each failing file under the settings it holds (runs shards and foreign files have
+    none)."""
     for c in checks:
-        if c.problem is not None and c.setting_key:
+        if c.problem is not None:
             detail = f" ({c.detail})" if c.detail else ""
-            damage.setdefault(c.setting_key, []).append(
-                f"{table}/{c.file.name}: {c.problem.value}{detail}"
-            )
+            for setting in c.settings():
+                damage.setdefault(setting, []).append(
+                    f"{table}/{c.file.name}: {c.problem.value}{detail}"
+                )
 
 
 def _total_samples(row: dict) -> int | None:

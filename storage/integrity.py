@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -35,6 +36,9 @@ SEAL = b"sha256-file-v1"  # what the digest covers; a new scheme gets a new valu
 PLACEHOLDER = b"." * 64  # not hex, so it can never be mistaken for a digest
 MAGIC = b"PAR1"
 CHUNK_SEPARATOR = "~"  # `<setting_key>~<chunk>`: a chunk of a setting's results
+# `pack-<stamp>-<id>.parquet`: a compacted file holding many shards (storage/packs.py). No shard
+# key starts with it (setting keys are hex, run ids start with a date), so the two never meet.
+PACK_PREFIX = "pack-"
 _DIGEST = re.compile(rb"[0-9a-f]{64}")
 _THRIFT_I32 = 5  # compact-protocol type id of an i32 field
 
@@ -45,6 +49,9 @@ class Trust(StrEnum):
     SHA256 = "sha256"  # its recorded SHA-256 matched (its pages also carry CRCs)
     PAGE_CRC = "page_crc"  # no recorded checksum; decoded with every page's CRC verified
     FULL_READ = "full_read"  # no checksum at all (older writer): decoded fully, nothing more
+    # Checked by the last compaction and unchanged since (same size and mtime): what `status`
+    # and `plan` trust without reading the file (the writer and `verify` read every byte).
+    RECORDED = "recorded"
 
 
 class ProblemKind(StrEnum):
@@ -60,6 +67,12 @@ class ProblemKind(StrEnum):
     TEMPORARY_FILE = "temporary_file"  # left by an interrupted write (invisible to readers)
     READ_FAILED = "read_failed"  # an I/O error: counted as absent now, never quarantined
     MISSING_RESULT = "missing_result"  # a setting marked complete has no shard in this table
+    MANIFEST = "manifest"  # the store's manifest does not read or fails its checksum
+    MISSING_FILE = "missing_file"  # a pack the manifest names is not there
+    PACK_MISMATCH = "pack_mismatch"  # a pack is not the one the manifest records (bytes, rows)
+    # A file whose rows are also in a pack (a compaction or dissolve cut short): readers of the
+    # store skip it, plain Parquet readers count its rows twice; the next writer removes it.
+    COMPACTION_LEFTOVER = "compaction_leftover"
 
 
 # Kinds that mean the file itself is bad (or not ours): the writer moves it to quarantine.
@@ -67,6 +80,9 @@ QUARANTINED = frozenset(ProblemKind) - {
     ProblemKind.TEMPORARY_FILE,  # removed by `Store.clean_temp` instead
     ProblemKind.READ_FAILED,  # the file may be fine; the network was not
     ProblemKind.MISSING_RESULT,  # nothing to move
+    ProblemKind.MISSING_FILE,  # nothing to move: the writer drops the record
+    ProblemKind.MANIFEST,  # the writer sets it aside itself and derives one from the packs
+    ProblemKind.COMPACTION_LEFTOVER,  # the writer finishes the compaction instead
 }
 
 
@@ -83,6 +99,7 @@ class ShardDamaged(StoreError):
 class ShardVerdict:
     trust: Trust
     num_rows: int
+    sha256: str | None = None  # the seal a sealed file carries (what a manifest records)
 
 
 def setting_key_of(shard_key: str) -> str:
@@ -99,8 +116,8 @@ def setting_key_of(shard_key: str) -> str:
 
 def is_shard_key(key: str) -> bool:
     """Whether `key` may name a shard: not empty, no "/", not hidden from Parquet readers (".",
-    "_"), and a chunk suffix, if any, not empty."""
-    if not key or "/" in key or key.startswith((".", "_")):
+    "_"), not a pack's name, and a chunk suffix, if any, not empty."""
+    if not key or "/" in key or key.startswith((".", "_", PACK_PREFIX)):
         return False
     try:
         setting_key_of(key)
@@ -109,14 +126,28 @@ def is_shard_key(key: str) -> bool:
     return True
 
 
-def seal(data: pa.Table) -> bytes:
-    """The Parquet file of `data` (zstd, page CRCs) with its SHA-256 in its footer."""
+def seal(
+    data: pa.Table,
+    row_groups: Sequence[int] | None = None,
+    footer: Mapping[bytes, bytes] | None = None,
+) -> bytes:
+    """The Parquet file of `data` (zstd, page CRCs) with its SHA-256 in its footer.
+    `row_groups`: the rows of each row group, in order (default: one, up to Parquet's size
+    limit); `footer`: more footer key-value metadata."""
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(sink, data.schema, compression="zstd", write_page_checksum=True) as w:
-        w.write_table(data)
+        if row_groups is None:
+            w.write_table(data)
+        else:
+            if sum(row_groups) != data.num_rows:
+                raise StoreError(f"row groups of {sum(row_groups)} rows for {data.num_rows} rows")
+            start = 0
+            for n in row_groups:
+                w.write_table(data.slice(start, n), row_group_size=max(n, 1))
+                start += n
         # Footer key-value metadata only (not the Arrow schema the footer embeds), so the
         # placeholder occurs exactly once in the footer.
-        w.add_key_value_metadata({SEAL_KEY: SEAL, CHECKSUM_KEY: PLACEHOLDER})
+        w.add_key_value_metadata({**(footer or {}), SEAL_KEY: SEAL, CHECKSUM_KEY: PLACEHOLDER})
     payload = sink.getvalue().to_pybytes()
     at = _find_once(payload, PLACEHOLDER)
     if at is None:
@@ -136,7 +167,10 @@ def inspect(
     if payload[:4] != MAGIC:
         raise ShardDamaged(ProblemKind.UNREADABLE, "no Parquet magic at the start")
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(payload))
+        # One footer parse for the checks and the decode (it costs as much as decoding a small
+        # shard); the decode reads an Arrow-owned copy (`arrow_owned`).
+        source = arrow_owned(payload) if decode else payload
+        parquet = pq.ParquetFile(pa.BufferReader(source), page_checksum_verification=True)
         meta, file_schema = parquet.metadata, parquet.schema_arrow
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ShardDamaged(ProblemKind.UNREADABLE, f"the Parquet footer does not parse: {e}") from e
@@ -146,8 +180,11 @@ def inspect(
         trust = Trust.SHA256
     else:
         trust = Trust.PAGE_CRC if _has_page_crc(payload, meta) else Trust.FULL_READ
-    rows = _decode(payload, schema, meta.num_rows) if decode or not sealed else None
-    return ShardVerdict(trust, meta.num_rows), rows
+    rows = None
+    if decode or not sealed:
+        rows = _decode(parquet if decode else _owned_file(payload), schema, meta.num_rows)
+    digest = (meta.metadata or {}).get(CHECKSUM_KEY) if sealed else None
+    return ShardVerdict(trust, meta.num_rows, digest.decode() if digest else None), rows
 
 
 def _find_once(payload: bytes, needle: bytes) -> int | None:
@@ -221,7 +258,7 @@ def _check_schema(found: pa.Schema, expected: pa.Schema) -> None:
         raise ShardDamaged(ProblemKind.SCHEMA_MISMATCH, "; ".join(p for p in parts if p))
 
 
-def _arrow_owned(payload: bytes) -> pa.Buffer:
+def arrow_owned(payload: bytes) -> pa.Buffer:
     """A copy of `payload` in Arrow's own memory. `pq.read_table` scans on Arrow's thread pool,
     and a pool thread may drop the last reference to its source after the call returns. Over
     Python bytes that release needs the GIL, and a pool thread that asks for it while the
@@ -232,19 +269,34 @@ def _arrow_owned(payload: bytes) -> pa.Buffer:
     return out.getvalue()
 
 
-def _decode(payload: bytes, schema: pa.Schema, num_rows: int) -> pa.Table:
+def _owned_file(payload: bytes) -> pq.ParquetFile:
+    return pq.ParquetFile(pa.BufferReader(arrow_owned(payload)), page_checksum_verification=True)
+
+
+def _decode(parquet: pq.ParquetFile, schema: pa.Schema, num_rows: int) -> pa.Table:
+    # ParquetFile.read, not pq.read_table: the dataset machinery behind read_table costs a few
+    # milliseconds per call, which is most of the time on a small shard.
     try:
-        rows = pq.read_table(
-            pa.BufferReader(_arrow_owned(payload)), schema=schema, page_checksum_verification=True
-        )
+        read = parquet.read(use_threads=False)
     except (OSError, ValueError, pa.ArrowException) as e:
         kind = ProblemKind.PAGE_CHECKSUM if "CRC" in str(e) else ProblemKind.UNREADABLE_ROWS
         raise ShardDamaged(kind, f"the rows do not decode: {e}") from e
-    if rows.num_rows != num_rows:
+    if read.num_rows != num_rows:
         raise ShardDamaged(
-            ProblemKind.UNREADABLE_ROWS, f"{rows.num_rows} rows decoded, footer says {num_rows}"
+            ProblemKind.UNREADABLE_ROWS, f"{read.num_rows} rows decoded, footer says {num_rows}"
         )
-    return rows
+    return conform(read, schema)
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`rows` with exactly `schema`: its columns in the schema's order, a column an older shard
+    lacks as nulls, and no file metadata (the types were checked by `_check_schema`)."""
+    present = set(rows.schema.names)
+    columns = [
+        rows.column(f.name) if f.name in present else pa.nulls(rows.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _has_page_crc(payload: bytes, meta: pq.FileMetaData) -> bool:

@@ -1,63 +1,62 @@
 """Checking a whole store, file by file, and quarantining what fails (docs/store.md).
 
-`scan_table` classifies and checks every file of a table folder; `build_index` uses it (fast
-mode: SHA-256 only for sealed shards) and `verify_store` (every shard decoded too). Integrity
-and quarantine are per file, so a setting whose results span several chunk shards needs nothing
-more here: each chunk is checked on its own and mapped to its setting by `setting_key_of`.
+`verify_store` checks every file of every table at `Depth.DECODE` (`storage.checks`): every
+byte's seal, every row decoded, every row's key, every pack against its manifest record; and the
+manifest itself, and every setting marked complete (a shard in each result table). With `fix`,
+the writer finishes a compaction cut short, quarantines what is damaged (a damaged pack first
+gives back its intact row groups) and removes temporary files.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.compute as pc
-
-from storage.errors import NotLockHolder
-from storage.integrity import (
-    QUARANTINED,
-    ProblemKind,
-    ShardDamaged,
-    Trust,
-    inspect,
-    is_shard_key,
-    setting_key_of,
+from storage import packing
+from storage.checks import (
+    KEY_COLUMN,
+    RESULT_TABLES,
+    Depth,
+    FileCheck,
+    Quarantined,
+    check_file,
+    quarantine_damaged,
+    scan_table,
+    trusted_rows,
+    trusted_settings,
 )
-from storage.schema import RUN_TABLES, TABLES, SettingStatus
-from storage.store import TEMP_PREFIX, Store, StoredFile
+from storage.errors import NotLockHolder
+from storage.integrity import ProblemKind, Trust
+from storage.manifest import MANIFEST_FILE, ManifestDamaged
+from storage.schema import TABLES, SettingStatus
+from storage.store import Store
+
+__all__ = [
+    "KEY_COLUMN",
+    "RESULT_TABLES",
+    "FileCheck",
+    "Problem",
+    "Quarantined",
+    "TableSummary",
+    "VerifyReport",
+    "check_file",
+    "quarantine_damaged",
+    "scan_table",
+    "trusted_rows",
+    "trusted_settings",
+    "verify_store",
+]
 
 logger = logging.getLogger(__name__)
-
-RESULT_TABLES = ("generations", "executions", "scores")
-# the column that names a shard's rows; else "setting_key"
-KEY_COLUMN = dict.fromkeys(RUN_TABLES, "run_id")
-
-
-@dataclass(frozen=True)
-class FileCheck:
-    """One file of a table folder and what its check found."""
-
-    file: StoredFile
-    shard_key: str | None  # None for a file that is not named like a shard
-    setting_key: str | None  # the setting it belongs to; None for run-keyed and foreign files
-    trust: Trust | None = None  # set when the shard passed
-    problem: ProblemKind | None = None
-    detail: str = ""
-    gone: bool = False  # listed, but deleted before it was read (a lagging listing)
-    num_rows: int = 0  # rows of a shard that passed (its footer's count)
-
-    @property
-    def ok(self) -> bool:
-        return self.trust is not None
 
 
 @dataclass(frozen=True)
 class Problem:
     kind: ProblemKind
-    table: str
+    table: str | None  # None for the store's manifest
     file: str | None  # relative to the table's folder; None for a missing result
     setting_key: str | None  # None for runs shards and files not named like a shard
     detail: str
@@ -69,24 +68,6 @@ class Problem:
             "file": self.file,
             "setting_key": self.setting_key,
             "detail": self.detail,
-        }
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    table: str
-    file: str  # its name in the table's folder
-    setting_key: str | None
-    kind: ProblemKind
-    moved_to: str  # relative to the store's root
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "file": self.file,
-            "setting_key": self.setting_key,
-            "kind": self.kind.value,
-            "moved_to": self.moved_to,
         }
 
 
@@ -133,125 +114,41 @@ class VerifyReport:
         }
 
 
-def _classify(file: StoredFile) -> FileCheck | None:
-    """A FileCheck for a file not named like a shard, None for a hidden one (invisible to
-    Parquet readers), or a FileCheck without a verdict yet for a shard."""
-    parts = file.name.split("/")
-    if any(p.startswith((".", "_")) for p in parts):
-        if len(parts) == 1 and file.name.startswith(TEMP_PREFIX):
-            return FileCheck(
-                file,
-                None,
-                None,
-                problem=ProblemKind.TEMPORARY_FILE,
-                detail="left by an interrupted write",
-            )
-        return None
-    key = file.name[: -len(".parquet")] if file.name.endswith(".parquet") else ""
-    if len(parts) > 1 or not is_shard_key(key):
-        return FileCheck(
-            file,
-            None,
-            None,
-            problem=ProblemKind.FOREIGN_FILE,
-            detail="not named <key>.parquet in the table's folder; Parquet readers "
-            "of the folder would read it",
-        )
-    setting = None if file.table in RUN_TABLES else setting_key_of(key)
-    return FileCheck(file, key, setting)
-
-
-def check_file(store: Store, file: StoredFile, decode: bool = False) -> FileCheck | None:
-    """Classify and check one file (None for a hidden file). `decode` decodes sealed shards too
-    (unsealed ones always are) and checks that their rows carry the shard's key."""
-    check = _classify(file)
-    if check is None or check.problem is not None:
-        return check
-    try:
-        verdict, rows = inspect(store.read_bytes(file.path), TABLES[file.table], decode=decode)
-    except FileNotFoundError:
-        return replace(check, gone=True)
-    except ShardDamaged as e:
-        return replace(check, problem=e.kind, detail=e.detail)
-    except OSError as e:
-        return replace(check, problem=ProblemKind.READ_FAILED, detail=str(e))
-    if rows is not None and rows.num_rows:
-        expected = check.shard_key if file.table in RUN_TABLES else check.setting_key
-        found = pc.unique(rows[KEY_COLUMN.get(file.table, "setting_key")]).to_pylist()
-        if found != [expected]:
-            detail = f"rows of {sorted(map(str, found))[:3]}"
-            return replace(check, problem=ProblemKind.KEY_MISMATCH, detail=detail)
-    return replace(check, trust=verdict.trust, num_rows=verdict.num_rows)
-
-
-def scan_table(store: Store, table: str, decode: bool = False) -> tuple[FileCheck, ...]:
-    """`check_file` over every file of a table folder (on threads for object stores)."""
-    checks = store.map_items(lambda f: check_file(store, f, decode), store.files(table))
-    return tuple(c for c in checks if c is not None)
-
-
-def trusted_settings(checks: Iterable[FileCheck]) -> set[str]:
-    """Settings with at least one shard that passed and none that failed."""
-    checks = list(checks)
-    good = {c.setting_key for c in checks if c.ok and c.setting_key}
-    bad = {c.setting_key for c in checks if c.problem is not None and c.setting_key}
-    return good - bad
-
-
-def trusted_rows(checks: Iterable[FileCheck]) -> dict[str, int]:
-    """Rows per setting over its shards that passed, for settings none of whose shards failed
-    (a setting whose results are committed in chunks has several shards)."""
-    checks = list(checks)
-    trusted = trusted_settings(checks)
-    rows: dict[str, int] = {}
-    for c in checks:
-        if c.ok and c.setting_key in trusted:
-            rows[c.setting_key] = rows.get(c.setting_key, 0) + c.num_rows
-    return rows
-
-
-def quarantine_damaged(store: Store, checks: Iterable[FileCheck]) -> tuple[Quarantined, ...]:
-    """Move every file whose problem is in QUARANTINED to the store's quarantine (the caller
-    holds the writer lock: NotLockHolder otherwise). Never deletes."""
-    if not store.holds_writer_lock:
-        raise NotLockHolder(f"quarantining files of store {store.uri} needs its writer lock")
-    moved = []
-    for c in checks:
-        if c.problem not in QUARANTINED:
-            continue
-        reason = {
-            "kind": c.problem.value,
-            "detail": c.detail,
-            "shard_key": c.shard_key,
-            "setting_key": c.setting_key,
-        }
-        try:
-            to = store.quarantine(c.file, reason)
-        except FileNotFoundError:
-            continue  # gone since it was checked: nothing to keep
-        moved.append(Quarantined(c.file.table, c.file.name, c.setting_key, c.problem, to))
-    return tuple(moved)
-
-
 def verify_store(store: Store, fix: bool = False) -> VerifyReport:
-    """Check every file of every table (checksums, schema, decodable rows, keys, foreign and
-    temporary files) and every setting marked complete (a shard in each result table). With
-    `fix` (the caller holds the writer lock), quarantine the damaged and foreign files and
-    remove temporaries; the report then lists what moved."""
+    """Check every file of every table (checksums, schema, decodable rows, keys, packs against
+    the manifest, foreign and temporary files, leftovers of a compaction cut short), the
+    manifest, and every setting marked complete (a shard in each result table). With `fix` (the
+    caller holds the writer lock), finish what a compaction left, quarantine the damaged and
+    foreign files and remove temporaries; the report then lists what moved."""
     if fix and not store.holds_writer_lock:
         raise NotLockHolder(f"verify --fix on store {store.uri} needs its writer lock")
-    checks = {table: scan_table(store, table, decode=True) for table in TABLES}
-    problems = [
+    problems = _manifest_problems(store)
+    checks = {table: scan_table(store, table, Depth.DECODE) for table in TABLES}
+    problems += [
         Problem(c.problem, t, c.file.name, c.setting_key, c.detail)
         for t, cs in checks.items()
         for c in cs
         if c.problem is not None
+    ]
+    problems += [
+        Problem(
+            ProblemKind.COMPACTION_LEFTOVER,
+            t,
+            c.file.name,
+            None,
+            f"holds {len(c.pack.superseded)} shard(s) a newer loose file replaces: Parquet "
+            "readers of the folder count them twice until the next writer dissolves it",
+        )
+        for t, cs in checks.items()
+        for c in cs
+        if c.pack is not None and c.pack.superseded
     ]
     missing, redo = _incomplete(store, checks)
     problems += missing
     quarantined: tuple[Quarantined, ...] = ()
     removed = 0
     if fix:
+        packing.recover(store)  # a compaction cut short, a damaged manifest: first of all
         quarantined = quarantine_damaged(store, (c for cs in checks.values() for c in cs))
         removed = store.clean_temp()
     return VerifyReport(
@@ -265,6 +162,17 @@ def verify_store(store: Store, fix: bool = False) -> VerifyReport:
     )
 
 
+def _manifest_problems(store: Store) -> list[Problem]:
+    try:
+        manifest = store.manifest()
+    except ManifestDamaged as e:
+        return [Problem(ProblemKind.MANIFEST, None, MANIFEST_FILE, None, str(e))]
+    if manifest.empty and packing.has_packs(store):
+        detail = "no manifest, but packs are there: the next writer derives one from them"
+        return [Problem(ProblemKind.MANIFEST, None, MANIFEST_FILE, None, detail)]
+    return []
+
+
 def _incomplete(
     store: Store, checks: Mapping[str, Sequence[FileCheck]]
 ) -> tuple[list[Problem], set[str]]:
@@ -273,12 +181,13 @@ def _incomplete(
     settings shard is damaged."""
     complete = {
         row["setting_key"]
-        for row in store.read_table("settings").to_pylist()
+        for row in store.read_table("settings", columns=("setting_key", "status")).to_pylist()
         if row.get("status") == SettingStatus.COMPLETE.value and row.get("setting_key")
     }
     problems, redo = [], set()
     for table in RESULT_TABLES:
-        named = {c.setting_key for c in checks[table] if c.setting_key and not c.gone}
+        named = {s for c in checks[table] if not c.gone for s in c.settings()}
+        named |= {s for c in checks[table] for _, s, _ in c.vouched if s}
         trusted = trusted_settings(checks[table])
         for key in sorted(complete - named):
             problems.append(
@@ -291,13 +200,14 @@ def _incomplete(
                 )
             )
         redo |= complete - trusted
-    redo |= {c.setting_key for c in checks["settings"] if c.problem and c.setting_key}
+    redo |= {s for c in checks["settings"] if c.problem for s in c.settings()}
     return problems, redo
 
 
 def _summary(table: str, checks: Sequence[FileCheck]) -> TableSummary:
-    trusted = Counter(c.trust for c in checks if c.trust is not None)
-    return TableSummary(table, len(checks), sum(c.file.size for c in checks), dict(trusted))
+    present = [c for c in checks if c.problem is not ProblemKind.MISSING_FILE]
+    trusted = Counter(c.trust for c in present if c.trust is not None)
+    return TableSummary(table, len(present), sum(c.file.size for c in present), dict(trusted))
 
 
 def _notes(checks: Mapping[str, Sequence[FileCheck]]) -> tuple[str, ...]:

@@ -1,13 +1,20 @@
 """Process helpers the tests share: another process holding a store's writer lock, and the
-processes left in a process group (what a killed or interrupted run must not leave behind)."""
+processes a run leaves behind (what a killed or interrupted run must not leave): in its process
+group, or anywhere, found by a marker in their environment."""
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
 import os
+import signal
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+# An environment variable whose value names one run a test starts (run_marker).
+RUN_MARKER = "REPROGRID_TEST_RUN"
 
 
 def _hold_lock(path: str, ready, release, hold_s: float) -> None:
@@ -50,4 +57,52 @@ def alive_in_group(pgid: int) -> list[int]:
                     alive.append(int(entry.name))
             except ProcessLookupError:
                 continue
+    return alive
+
+
+def run_marker() -> tuple[str, str]:
+    """(name, value) to put in the environment of a run a test starts: every process the run
+    starts inherits it (Ray's GCS, raylet, dashboard and workers), whatever its process group or
+    parent, and no process of another run or another user has it."""
+    return RUN_MARKER, uuid.uuid4().hex
+
+
+def _zombie(pid: str) -> bool:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def alive_with_env(name: str, value: str) -> list[int]:
+    """Pids of the live processes (not zombies) whose environment holds `name=value`, other
+    than this one. Ray starts its workers in process groups of their own (ray::IDLE,
+    ray::EngineWorker), and once the driver is gone they are no one's descendants: a run's
+    marker (run_marker) finds them where its process group and its process tree cannot. A
+    process whose environment cannot be read (another user's) is not one of the run's."""
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return sorted(pid for pid in pids if pid != os.getpid() and _marked(pid, name, value))
+
+
+def _marked(pid: int, name: str, value: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return f"{name}={value}".encode() in environ and not _zombie(str(pid))
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False  # gone meanwhile, or not ours to read
+
+
+def left_behind(name: str, value: str, timeout_s: float) -> list[int]:
+    """The run's processes (marked `name=value`) still alive after waiting up to `timeout_s`
+    for them to exit. Those are killed (SIGKILL) before they are returned, so that a failing
+    test leaves nothing running: they carry the run's marker, so the test started them."""
+    deadline = time.monotonic() + timeout_s
+    while (alive := alive_with_env(name, value)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            handle = os.pidfd_open(pid)  # pins the process: its pid cannot be reused meanwhile
+            try:
+                if _marked(pid, name, value):  # still the run's, not a new process on its pid
+                    signal.pidfd_send_signal(handle, signal.SIGKILL)
+            finally:
+                os.close(handle)
     return alive

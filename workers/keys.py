@@ -17,7 +17,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from workers.spec import BackendName, EngineSpec, Quant, SandboxLimits, SeedPolicy, SettingSpec
+from workers.backends.registry import get_backend
+from workers.spec import EngineSpec, Quant, SandboxLimits, SeedPolicy, SettingSpec
 
 # Bump when the derivation changes for every setting (tests/unit/workers/test_keys.py pins keys
 # of fixed settings to literal hashes, so a change here cannot pass unnoticed). A change that
@@ -69,16 +70,14 @@ def engine_fields(engine: EngineSpec) -> dict[str, Any]:
         # A local folder by its content (or its builder's recipe); a Hub model by its id.
         "model": model.identity if model.identity is not None else model.repo_id,
         "revision": engine.model.revision,
-        "backend": engine.backend.value,
+        "backend": engine.backend,
         "dtype": engine.dtype.value,
         "quant": engine.quant.value,
     }
     if engine.quant is Quant.INT4:
         fields["bnb_4bit_quant_type"] = engine.bnb_4bit_quant_type.value
-    if engine.backend is BackendName.VLLM and engine.vllm.batch_invariant:
-        fields["vllm_batch_invariant"] = True
-    if engine.backend is BackendName.REPLAY:
-        fields["replay_sha256"] = engine.replay_sha256
+    # What only this backend can change (its definition's `key_fields`).
+    fields.update(get_backend(engine.backend).key_fields(engine))
     return fields
 
 

@@ -19,7 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from workers.backends.base import Backend, make_backend
+from workers.backends.base import Backend
+from workers.backends.registry import make_backend
 from workers.benchmarks.base import Benchmark
 from workers.spec import (
     ChunkRequest,

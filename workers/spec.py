@@ -46,13 +46,6 @@ class Bnb4bitType(StrEnum):
     NF4 = "nf4"
 
 
-class BackendName(StrEnum):
-    HF = "hf"
-    VLLM = "vllm"
-    REPLAY = "replay"
-    FAKE = "fake"  # deterministic, model-free; for orchestration tests only
-
-
 class LengthSemantics(StrEnum):
     # The BigCode harness's --max_length_generation: prompt tokens + output tokens (HF max_length).
     TOTAL = "total"
@@ -152,18 +145,9 @@ BUILD_RECIPE_FILE = "reprogrid_recipe.json"
 
 
 @dataclass(frozen=True)
-class HfOptions:
-    device: str = "auto"  # "auto" (cuda if visible, else cpu), "cpu" or "cuda"
-
-
-@dataclass(frozen=True)
-class VllmOptions:
-    max_model_len: int | None = None  # None: the largest max_length of the unit's settings
-    gpu_memory_utilization: float = 0.9
-    cpu_kv_cache_gib: float = 1.0  # VLLM_CPU_KVCACHE_SPACE on CPU builds
-    tensor_parallel_size: int | None = None  # None: the model's num_gpus
-    enforce_eager: bool = True
-    batch_invariant: bool = False  # VLLM_BATCH_INVARIANT=1 where the installed vLLM has it
+class BackendOptions:
+    """A backend's typed options (each backend subclasses it next to its definition,
+    workers/backends/<name>): what its config block sets, bound to one cell."""
 
 
 @dataclass(frozen=True)
@@ -171,18 +155,17 @@ class EngineSpec:
     """A model loaded once by a backend with a dtype and a quantization: one GPU load."""
 
     model: ModelSpec
-    backend: BackendName
+    backend: str  # a registry name (workers/backends/registry.py)
     dtype: Dtype
     quant: Quant
     bnb_4bit_quant_type: Bnb4bitType = Bnb4bitType.FP4
-    hf: HfOptions = field(default_factory=HfOptions)
-    vllm: VllmOptions = field(default_factory=VllmOptions)
-    replay_path: str | None = None  # backend=replay: JSONL of raw continuations
-    replay_sha256: str | None = None  # content hash of replay_path (part of the key)
-    # backend=replay of an imported file: the backend its generations claim to come from (what
-    # the setting reproduces: reports line it up with that backend's runs). A label, not keyed:
-    # the file's text cannot change with it. None: not stated.
-    claimed_backend: BackendName | None = None
+    # The backend's own options (its definition's `options_type`); what of them can change an
+    # output is keyed through its definition's `key_fields`.
+    options: BackendOptions = field(default_factory=BackendOptions)
+    # An imported file's generations: the backend they claim to come from (what the setting
+    # reproduces: reports line it up with that backend's runs). A label, not keyed: the file's
+    # text cannot change with it. None: not stated.
+    claimed_backend: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,7 +285,7 @@ class Generation:
 class EngineInfo:
     """What the backend actually loaded: recorded next to what was requested."""
 
-    backend: BackendName
+    backend: str  # the registry name
     backend_version: str
     device: str | None  # None: no device ran a model (replayed or imported generations)
     effective_dtype: str

@@ -13,6 +13,7 @@ from typing import Any
 
 import ray
 
+from workers.backends.base import backend_at
 from workers.benchmarks.base import Benchmark
 from workers.session import EngineSession, SessionProgress
 from workers.spec import (
@@ -33,16 +34,20 @@ class EngineWorker:
     """Holds one engine for the life of its unit; killed by the driver when the unit is done,
     so the next engine starts in a fresh process (vLLM does not reliably free memory).
 
-    The constructor takes only the engine spec: on a restart Ray re-runs `__init__` with the
-    same arguments but does not keep object refs among them alive (ray#53727), so the
-    benchmark refs travel with every `run` call and the engine loads on the first one.
+    The constructor takes the engine spec and its backend's class path, no object refs: on a
+    restart Ray re-runs `__init__` with the same arguments but does not keep object refs among
+    them alive (ray#53727), so the benchmark refs travel with every `run` call and the engine
+    loads on the first one.
 
     `progress` runs in its own concurrency group (its own thread), so the driver can ask what
     the engine is doing while a chunk generates."""
 
-    def __init__(self, engine: EngineSpec):
+    def __init__(self, engine: EngineSpec, backend_path: str):
         logging.basicConfig(level=logging.INFO)
         self.engine = engine
+        # "module:Class" of the engine's backend, resolved by the driver's registry (a backend
+        # registered only on the driver runs here too)
+        self.backend_path = backend_path
         self.session: EngineSession | None = None
         self.load_error: Exception | None = None
         self.progress_state = SessionProgress()
@@ -60,8 +65,13 @@ class EngineWorker:
             }
             node_id = ray.get_runtime_context().get_node_id()
             try:
+                backend = backend_at(self.backend_path, self.engine.backend)
                 self.session = EngineSession(
-                    self.engine, resolved, node_id=node_id, progress=self.progress_state
+                    self.engine,
+                    resolved,
+                    node_id=node_id,
+                    backend=backend,
+                    progress=self.progress_state,
                 )
             except Exception as e:
                 self.load_error = e

@@ -3,14 +3,16 @@ re-generation. Pure functions of rows (no store, no I/O).
 
 The match, precisely: two complete settings are paired when their keyed fields
 (`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
-the engine's backend and its backend-only fields (`backend`, `vllm_batch_invariant`, and the
-replayed file's `replay_sha256`), and their backends differ. So model and revision, dtype and
+the engine's backend and every field its backend adds (all engine fields but the model's:
+`MODEL_ENGINE_FIELDS`), and their backends differ. So model and revision, dtype and
 quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
 (temperature, top_p, top_k; not the decoding's name), max_length and its semantics and
 n_samples must be equal, and for sampled settings also seed and seed policy (greedy settings
-ignore them, as the key does). A `replay` setting (an imported file) pairs only with the
-backend it claims to come from (its `claimed_backend`): the run it reproduces; without a
-claim it pairs with nothing. Samples are compared on (task_id, sample_index).
+ignore them, as the key does). A setting whose text no model generated here (replayed or
+imported: its device is none) pairs only with the backend it claims to come from (its
+`claimed_backend`): the run it reproduces; without a claim it pairs with nothing. The first
+of a pair is the backend first in name order (the report's reference column); a replayed one
+is always second. Samples are compared on (task_id, sample_index).
 """
 
 from __future__ import annotations
@@ -24,26 +26,28 @@ from typing import Any
 from workers.keys import canonical_json
 from workers.scoring import pass_at_1_of
 
-BACKEND_ONLY_ENGINE_FIELDS = ("backend", "vllm_batch_invariant", "replay_sha256")
-BACKEND_ORDER = ("hf", "vllm")  # the first of a pair is the reference (the harness's backend)
-REPLAY = "replay"  # replayed text: compared with what it claims to reproduce, nothing else
+# The engine's keyed fields that name the model and its numerics; the others (the backend and
+# what its definition keys) differ between backends.
+MODEL_ENGINE_FIELDS = ("model", "revision", "dtype", "quant", "bnb_4bit_quant_type")
+NO_DEVICE = (None, "none")  # a settings row's device when no model generated its text here
 MAX_LISTED = 20  # differing task ids listed per pair
 
 
 def match_key(setting_json: str) -> str:
     """The keyed fields of a setting minus its backend (see the module docstring)."""
     fields = json.loads(setting_json)
-    engine = dict(fields.get("engine", {}))
-    for name in BACKEND_ONLY_ENGINE_FIELDS:
-        engine.pop(name, None)
-    return canonical_json({**fields, "engine": engine})
+    engine = fields.get("engine", {})
+    kept = {name: engine[name] for name in MODEL_ENGINE_FIELDS if name in engine}
+    return canonical_json({**fields, "engine": kept})
 
 
-def _backend_rank(backend: str) -> tuple[int, str]:
-    return (
-        BACKEND_ORDER.index(backend) if backend in BACKEND_ORDER else len(BACKEND_ORDER),
-        backend,
-    )
+def replayed(row: Mapping[str, Any]) -> bool:
+    """No model generated the setting's text here (a replayed or imported file)."""
+    return row.get("device") in NO_DEVICE
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[bool, str, str]:
+    return (replayed(row), str(row["backend"]), str(row["setting_key"]))
 
 
 def can_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -51,8 +55,8 @@ def can_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     if a["backend"] == b["backend"]:
         return False
     for x, y in ((a, b), (b, a)):
-        if x["backend"] == REPLAY:
-            return x.get("claimed_backend") == y["backend"]
+        if replayed(x):
+            return x.get("claimed_backend") == y["backend"] and not replayed(y)
     return True
 
 
@@ -71,7 +75,7 @@ def pair_settings(rows: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], int]:
         groups[match_key(row["setting_json"])].append(row)
     pairs, unpaired = [], 0
     for match, members in groups.items():
-        members = sorted(members, key=lambda r: (_backend_rank(r["backend"]), r["setting_key"]))
+        members = sorted(members, key=_rank)
         paired: set[str] = set()
         for i, a in enumerate(members):
             for b in members[i + 1 :]:

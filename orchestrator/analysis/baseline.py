@@ -13,7 +13,6 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from orchestrator.errors import ConfigError
-from workers.spec import BackendName
 
 AXES = ("template", "decoding", "max_length", "precision", "backend")
 DEFAULT_BASELINE: dict[str, Any] = {
@@ -24,11 +23,9 @@ DEFAULT_BASELINE: dict[str, Any] = {
 }
 ANY = "*"  # a baseline value meaning "any value; do not analyse this axis"
 PRECISION_ORDER = ("bf16", "fp16", "fp32", "int8", "int4")
-# Axes whose values are fixed by reprogrid itself (the others are labels of the user's config).
-KNOWN_VALUES: dict[str, tuple[str, ...]] = {
-    "precision": PRECISION_ORDER,
-    "backend": tuple(b.value for b in BackendName),
-}
+# Axes whose values are fixed by reprogrid itself (the others, the backend included, are checked
+# against the values the store holds: check_baseline_in_store).
+KNOWN_VALUES: dict[str, tuple[str, ...]] = {"precision": PRECISION_ORDER}
 
 
 class BaselineError(ConfigError):

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workers.spec import BackendName, Dtype, LengthSemantics, Quant
+from workers.spec import Dtype, LengthSemantics, Quant
 
 
 def format_duration(seconds: float) -> str:
@@ -214,7 +214,9 @@ class EngineWork:
     size_b: float  # parameters, billions
     dtype: Dtype
     quant: Quant
-    backend: BackendName
+    # What the engine's backend is, as its definition says (workers/backends/base.py):
+    batched: bool  # continuous batching: decode steps shared by every sequence in flight
+    model_free: bool  # no model runs (replayed or fake text): nothing to estimate
     num_gpus: int
     settings: tuple[SettingWork, ...]
 
@@ -237,16 +239,13 @@ class EngineCost:
         return self.load_s + self.generate_s
 
 
-MODEL_FREE = (BackendName.FAKE, BackendName.REPLAY)  # no model runs: nothing to estimate
-
-
 def step_seconds(work: EngineWork, device: DeviceSpec, params: CostParams) -> float:
     """One decode step of one call: weight bytes over bandwidth, times the call and quant
     slow-downs, plus the loop's floor. vLLM's compiled loop is taken at the bandwidth bound."""
-    if work.backend in MODEL_FREE:
+    if work.model_free:
         return 0.0
     weights = work.size_b * 1e9 * bytes_per_weight(work.dtype, work.quant)
-    if work.backend is BackendName.VLLM:
+    if work.batched:
         call = 1.0
     else:
         call = params.call_factor_gpu if device.is_gpu else params.call_factor_cpu
@@ -275,17 +274,17 @@ def estimate_engine(work: EngineWork, device: DeviceSpec, params: CostParams) ->
     """Load plus generation time of an engine unit on `device` (see the module docstring)."""
     weights_gb = work.size_b * bytes_per_weight(work.dtype, work.quant)
     fits = None
-    if device.memory_gb is not None and work.backend not in MODEL_FREE:
+    if device.memory_gb is not None and not work.model_free:
         fits = weights_gb <= device.memory_gb * max(1, work.num_gpus)
     calls = _calls(work, params.output_tokens)
     step = step_seconds(work, device, params)
     tokens = sum(n_out * seqs for _, n_out, seqs in calls)
-    if work.backend in MODEL_FREE:
+    if work.model_free:
         return EngineCost(device.name, 0.0, 0.0, 0.0, len(calls), tokens, weights_gb, fits)
     flop_per_token = 2.0 * work.size_b * 1e9  # a forward pass: 2 FLOPs per parameter per token
     peak = _peak_flops(work, device)
     prefill = sum(n_prompt * seqs for n_prompt, _, seqs in calls) * flop_per_token / peak
-    if work.backend is BackendName.VLLM:
+    if work.batched:
         generate = prefill + _vllm_decode_s(calls, step, flop_per_token / peak, params)
     else:
         generate = prefill + sum(n_out * step for _, n_out, _ in calls)

@@ -231,7 +231,7 @@ def _result(
     if binary:
         p, exhaustive, method = mcnemar_exact_p(b, c), True, PairedMethod.EXACT_MCNEMAR
     else:
-        p, exhaustive = _sign_flip_p(row, null)
+        p, exhaustive = _sign_flip_p(row, null, float(np.abs(fa).sum() + np.abs(fa + row).sum()))
         method = PairedMethod.SIGN_FLIP
     return PairedResult(
         n=n,
@@ -274,20 +274,27 @@ def mcnemar_exact_p(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**m)))
 
 
-def _ties(observed: float) -> float:
-    # scipy's tolerance: sums that differ from the observed one only by rounding count as ties
-    return 100 * float(np.finfo(float).eps) * abs(observed)
+def _ties(n: int, magnitude: float) -> float:
+    """How far two float sums of the same n terms (of total magnitude `magnitude`) added in
+    another order can lie apart: the bound of recursive summation, n x eps x magnitude, four
+    times over (the observed sum, and a null sum as the difference of two projections).
+
+    Sums within it are ties. scipy's tolerance, relative to the observed sum, misses them when
+    that sum is 0: the p of a balanced comparison (as many tenths up as down, common for pass
+    rates) then fell below 1."""
+    return 4 * n * float(np.finfo(float).eps) * magnitude
 
 
-def _sign_flip_p(d: np.ndarray, null: np.ndarray) -> tuple[float, bool]:
+def _sign_flip_p(d: np.ndarray, null: np.ndarray, magnitude: float) -> tuple[float, bool]:
     """Two-sided sign-flip p of sum(d): exhaustive over the nonzero differences when they allow
-    at most as many patterns as there are resamples, else from the resampled `null` sums."""
+    at most as many patterns as there are resamples, else from the resampled `null` sums.
+    `magnitude`: sum |a_i| + |b_i| of the two sides, which the null sums were projected from."""
     nonzero = d[d != 0]
     m = nonzero.size
     if m == 0:
         return 1.0, True
     observed = float(nonzero.sum())
-    tol = _ties(observed)
+    tol = _ties(d.size, magnitude)
     if 2**m <= null.size:
         patterns = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
         sums = patterns @ nonzero

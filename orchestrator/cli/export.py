@@ -18,8 +18,7 @@ logger = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
-    from orchestrator.report.eee import EvaluatorRelationship
-    from orchestrator.report.export import ExportFormat
+    from orchestrator.report.formats import EvaluatorRelationship, ExportFormat
 
     p = sub.add_parser(
         "export",
@@ -46,7 +45,8 @@ def register(sub) -> None:
         "--tracking-uri",
         default=None,
         metavar="URI",
-        help="mlflow: the tracking server or store (default: MLflow's own, MLFLOW_TRACKING_URI)",
+        help="mlflow: the tracking server or store (default: MLFLOW_TRACKING_URI, else the folder "
+        "mlruns in the store's report folder, <store>-report/mlruns)",
     )
     p.add_argument(
         "--experiment",
@@ -125,6 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         relationship=EvaluatorRelationship(args.evaluator_relationship),
         pilots=not args.no_pilots,
         card_of=card_from_registry,
+        engine_names=engine_names_from_registry(),
     )
     literature = None
     if not args.no_literature:
@@ -153,7 +154,25 @@ def default_experiment(store: str) -> str:
     return f"reprogrid {store if '://' in store else Path(store).resolve()}"
 
 
+def tracking_uri_of(given: str | None, environment: str | None, store: str) -> tuple[str, bool]:
+    """The tracking URI an export logs to, and whether it is reprogrid's default: --tracking-uri,
+    else MLFLOW_TRACKING_URI (`environment`), else a file store `mlruns` in the store's report
+    folder. Not MLflow's own default, sqlite:///mlflow.db in the working folder: a database
+    store needs SQLAlchemy, which the skinny client of the `mlflow` extra does not have."""
+    from pathlib import Path
+
+    from orchestrator.cli.report import _default_out
+
+    if given:
+        return given, False
+    if environment:
+        return environment, False
+    return (Path(_default_out(store)).resolve() / "mlruns").as_uri(), True
+
+
 def _export_mlflow(args: argparse.Namespace) -> int:
+    import os
+
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.export import problem_counts_of
     from orchestrator.report.grid import read_frame
@@ -169,12 +188,17 @@ def _export_mlflow(args: argparse.Namespace) -> int:
     runs = tracked_runs(scores, settings, problem_counts_of(store, pass1), ReportOptions())
     index = build_index(store)
     experiment = args.experiment or default_experiment(args.store)
+    # MLflow's own variable, read here (the CLI is where configuration enters) to pick the store
+    uri, default = tracking_uri_of(
+        args.tracking_uri, os.environ.get("MLFLOW_TRACKING_URI"), args.store
+    )
     summary = export_mlflow(
         runs,
-        args.tracking_uri,
+        uri,
         experiment,
         lambda key: export_entries(store, key, index),
         int(time.time() * 1000),
+        allow_file_store=default,
     )
     _out(
         f"mlflow {summary.tracking_uri}: experiment {summary.experiment!r} "
@@ -185,3 +209,10 @@ def _export_mlflow(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"export": cmd_export}
+
+
+def engine_names_from_registry() -> dict[str, str]:
+    """Each registered backend's name as an inference engine (its definition says it)."""
+    from workers.backends.registry import backend_definitions
+
+    return {d.name: d.export_name for d in backend_definitions()}

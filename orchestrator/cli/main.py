@@ -9,21 +9,30 @@ commands live in one module per area (grid, report, backends, tools), each with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import io
 import logging
+import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from orchestrator.cli import backends, compare, export, grid, problems, report, tools
+from orchestrator.cli import backends, compare, export, grid, problems, report, store, tools
 from orchestrator.cli.common import normalize_store_args
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
 from storage.store import StoreError
 
-EXTENSIONS = (grid, report, backends, tools, export, compare, problems)
+EXTENSIONS = (grid, report, store, backends, tools, export, compare, problems)
 
 logger = logging.getLogger("reprogrid")
+# A reader that closed the pipe (`reprogrid prompts ... | head`): 128 + SIGPIPE, what the shell
+# reports for a tool that SIGPIPE stopped. Not 0: the output is cut short, and a command that
+# writes as it goes (a run's progress) stopped before its end; `set -o pipefail` treats it as
+# it treats `cat file | head`.
+EXIT_CLOSED_STDOUT = 128 + signal.SIGPIPE
 
 
 class Parser(argparse.ArgumentParser):
@@ -136,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for module in EXTENSIONS:
         commands.update(module.COMMANDS)
     try:
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except (ConfigError, StoreError, ClusterError, ValueError, FileNotFoundError) as e:
         sys.stderr.write(f"reprogrid {args.command}: error: {e}\n")
         return 2
@@ -151,6 +164,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"reprogrid {args.command}: interrupted; re-run the same command to resume\n"
         )
         return 130
+
+
+def _stdout_closed() -> int:
+    """Stop quietly on a closed stdout: the idiom of Python's docs (signal, "Note on SIGPIPE"):
+    stdout now writes to /dev/null, so the flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    # a stream without a descriptor (output captured in-process) has nothing left to flush
+    with contextlib.suppress(io.UnsupportedOperation, AttributeError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_STDOUT
 
 
 if __name__ == "__main__":

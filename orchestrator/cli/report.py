@@ -19,15 +19,14 @@ logger = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
-    """Add `report`, `verify`, `export-generations` and `import-generations`."""
+    """Add `report`, `export-generations` and `import-generations`."""
     _register_report(sub)
-    _register_verify(sub)
     _register_export(sub)
     _register_import(sub)
 
 
 def _register_report(sub) -> None:
-    from orchestrator.report.render import FORMATS
+    from orchestrator.report.formats import FORMATS
 
     p = sub.add_parser(
         "report",
@@ -77,31 +76,6 @@ def _register_report(sub) -> None:
     )
     p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
-
-
-def _register_verify(sub) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="check every shard of a store (checksums, schema, rows, foreign files) and every "
-        "complete setting's results; exits 1 on any problem",
-        description="Check a whole store (docs/store.md). Without --fix nothing is moved; with "
-        "--fix damaged and foreign files go to <store>/quarantine/ (never deleted) and the next "
-        "plain `run` redoes their settings.",
-    )
-    add_store(p)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument(
-        "--fix",
-        action="store_true",
-        help="quarantine what is damaged (takes the store's writer lock)",
-    )
-    p.add_argument(
-        "--wait-lock",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="with --fix: wait this long for another writer",
-    )
 
 
 def _register_export(sub) -> None:
@@ -260,52 +234,6 @@ def own_template_from_config(model_name: str) -> str | None:
         return None
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    from storage.store import Store
-    from storage.verify import verify_store
-
-    existing_store(args.store)
-    store = Store(args.store)
-    if args.fix:
-        with store.writer_lock(wait_s=args.wait_lock):
-            report = verify_store(store, fix=True)
-    else:
-        report = verify_store(store)
-    data = report.to_json()
-    if args.json:
-        _out(json.dumps(data, indent=2))
-    else:
-        _out(render_verify(data))
-    return 0 if report.ok else 1
-
-
-def render_verify(data: dict) -> str:
-    lines = [
-        f"store {data['store']}: " + ("ok" if data["ok"] else f"{len(data['problems'])} problem(s)")
-    ]
-    for table, summary in data["tables"].items():
-        trusted = ", ".join(f"{n} {how}" for how, n in summary["trusted"].items() if n)
-        lines.append(
-            f"  {table}: {summary['files']} file(s), {summary['bytes']} bytes"
-            + (f" ({trusted})" if trusted else "")
-        )
-    for problem in data["problems"]:
-        where = problem.get("file") or problem.get("setting_key") or ""
-        lines.append(
-            f"PROBLEM {problem['kind']} {problem.get('table') or ''} {where}: "
-            f"{problem.get('detail') or ''}".rstrip()
-        )
-    for q in data["quarantined"]:
-        lines.append(f"quarantined {q['table']}/{q['file']} -> {q['moved_to']}")
-    if data["settings_to_redo"]:
-        lines.append(
-            f"the next run redoes {len(data['settings_to_redo'])} setting(s): "
-            + ", ".join(k[:12] for k in data["settings_to_redo"])
-        )
-    lines += [f"note: {n}" for n in data["notes"]]
-    return "\n".join(lines)
-
-
 def cmd_export_generations(args: argparse.Namespace) -> int:
     from orchestrator.tools.harness_io import (
         export_all,
@@ -352,7 +280,6 @@ def cmd_import_generations(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "report": cmd_report,
-    "verify": cmd_verify,
     "export-generations": cmd_export_generations,
     "import-generations": cmd_import_generations,
 }

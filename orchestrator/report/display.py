@@ -197,11 +197,13 @@ DISPLAY: dict[str, Display] = {
     "comparisons": Display(
         _cols(
             "scope family group axis value baseline_value at n_models method b c delta_pp "
-            "p_value p_adjusted mdd_pp noise_pp significant counts"
+            "p_value p_adjusted adjustment family_size mdd_pp noise_pp significant counts"
         ),
         fold_rows=12,
         interval=True,
         headers={"delta_pp": "delta_pp [interval]"},
+        # a store of one benchmark has one scope: its column would only take width
+        varying=("scope",),
     ),
     "scores_pivot": Display(fold_rows=None, percent=True),
     "literature": Display(

@@ -27,21 +27,19 @@ import re
 import shlex
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.data import CardLookup
+from orchestrator.report.formats import EvaluatorRelationship
 from orchestrator.report.scored import Scored
 from workers.card import BenchmarkCard, card_from_json
 
 SCHEMA_VERSION = "0.3.0"  # every_eval_ever.schema.get_schema_version() of the validated release
 LIBRARY = "reprogrid"
 SCORE_METRICS = (("pass@1", "pass_at_1"), ("pass@10", "pass_at_10"), ("pass@100", "pass_at_100"))
-# What an engine's backend is called as an inference engine.
-ENGINE_NAMES = {"hf": "transformers", "vllm": "vllm", "replay": "replay", "fake": "fake"}
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 # Columns that travel as strings in the schema's `additional_details` (what makes the setting:
 # generation_config; the counts behind a score: score_details).
@@ -104,15 +102,6 @@ PROVENANCE = (
 RUN_PROVENANCE = ("git_revision", "cluster_address", "data_sources_json")
 
 
-class EvaluatorRelationship(StrEnum):
-    """The schema's `evaluator_relationship`: who ran the evaluation, against the model."""
-
-    FIRST_PARTY = "first_party"
-    THIRD_PARTY = "third_party"
-    COLLABORATIVE = "collaborative"
-    OTHER = "other"
-
-
 @dataclass(frozen=True)
 class EeeOptions:
     organization: str = "reprogrid"  # source_organization_name: who provides the records
@@ -122,6 +111,9 @@ class EeeOptions:
     seed: int = 0
     pilots: bool = True  # False: settings over a subset of the problems are left out
     card_of: CardLookup | None = None  # a card for settings stored without one (None: none)
+    # A backend's name as an inference engine (its definition's `export_name`, given by the
+    # command line); a backend without one is called by its own name.
+    engine_names: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -345,16 +337,18 @@ def _provenance(setting: Mapping[str, Any], run: Mapping[str, Any] | None) -> di
     return strings({**values, "run_started_at": epoch(run.get("started_at"))})
 
 
-def _model_info(setting: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _model_info(
+    setting: Mapping[str, Any], engine_names: Mapping[str, str]
+) -> tuple[dict[str, Any], str | None]:
     name = str(setting.get("model_name"))
     model_id, developer = model_identity(
         setting.get("model_repo_id"), name, setting.get("model_family")
     )
     backend = str(setting.get("backend"))
-    engine = {"name": ENGINE_NAMES.get(backend, backend), "version": setting.get("backend_version")}
+    engine = {"name": engine_names.get(backend, backend), "version": setting.get("backend_version")}
     claimed = setting.get("claimed_backend")
     if present(claimed):  # an imported file: the engine it claims; its version is not known
-        engine = {"name": ENGINE_NAMES.get(str(claimed), str(claimed))}
+        engine = {"name": engine_names.get(str(claimed), str(claimed))}
     details = {"deployment_type": "self_deployed", "model_availability": "open_weights"}
     info: dict[str, Any] = {
         "name": name,
@@ -400,7 +394,7 @@ def score_log(
     """One scored setting (its `scores` row, `settings` row and the run that last wrote it;
     `measured`: its counts, for the headline's interval over problems) as an EvaluationLog."""
     card = setting_card(setting, options)
-    model, developer = _model_info(setting)
+    model, developer = _model_info(setting, options.engine_names)
     evaluation_id = f"{score['benchmark']}/{model['id']}/{score['setting_key']}"
     log: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

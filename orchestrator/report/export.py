@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from orchestrator.report.data import ReportOptions
 from orchestrator.report.eee import EeeOptions, EeeRecord, model_identity, score_logs, subset
 from orchestrator.report.eee_literature import literature_logs
+from orchestrator.report.formats import ExportFormat
 from orchestrator.report.grid import read_frame
 from orchestrator.report.published import Published, literature_of, store_cards
 from orchestrator.report.scored import Scored, scored
@@ -24,11 +24,6 @@ from workers.scoring import ProblemCounts
 
 SCORES_DIR = "scores"
 LITERATURE_DIR = "literature"
-
-
-class ExportFormat(StrEnum):
-    EEE = "eee"  # Every Eval Ever (EvalEval Coalition), schema 0.3.0
-    MLFLOW = "mlflow"  # one MLflow run per setting, one experiment per store (mlflow_runs.py)
 
 
 def parse_format(value: str) -> ExportFormat:

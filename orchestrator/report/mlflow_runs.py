@@ -13,10 +13,12 @@ there (it takes seconds to import, and it is an optional extra).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,54 +151,101 @@ def _experiment(client, name: str) -> str:
     return str(client.create_experiment(name))
 
 
+ALLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
+URI_HINT = (
+    "choose the tracking store with --tracking-uri URI: a tracking server, http://HOST:5000; a "
+    f"folder, file:///PATH, with {ALLOW_FILE_STORE}=true; without the flag, MLFLOW_TRACKING_URI "
+    "or else the folder mlruns in the store's report folder"
+)
+
+
+@contextlib.contextmanager
+def _file_store_allowed(allowed: bool) -> Iterator[None]:
+    """MLflow 3 refuses its file store unless MLFLOW_ALLOW_FILE_STORE is true, a variable it
+    reads whenever it opens one: set for the export only, as it was afterwards."""
+    before = os.environ.get(ALLOW_FILE_STORE)
+    if allowed:
+        os.environ[ALLOW_FILE_STORE] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ALLOW_FILE_STORE, None)
+        else:
+            os.environ[ALLOW_FILE_STORE] = before
+
+
+def _hint(message: str, tracking_uri: str) -> str:
+    """What to do about MLflow's refusal: always how to choose another tracking store."""
+    hints = []
+    if ALLOW_FILE_STORE in message:
+        hints.append(f"a file: tracking URI needs {ALLOW_FILE_STORE}=true with this MLflow")
+    if tracking_uri.split(":", 1)[0] in ("sqlite", "mysql", "postgresql", "mssql"):
+        hints.append(
+            "a database URI needs the full mlflow package (SQLAlchemy), not the skinny client "
+            "of reprogrid[mlflow]"
+        )
+    return "; ".join([*hints, URI_HINT])
+
+
 def export_mlflow(
     runs: Sequence[TrackedRun],
-    tracking_uri: str | None,
+    tracking_uri: str,
     experiment: str,
     generations_of: Callable[[str], list[list[str]]],
     timestamp_ms: int,
+    allow_file_store: bool = False,
 ) -> MlflowSummary:
-    """Log `runs` into `experiment` (created if missing) at `tracking_uri` (None: MLflow's own
-    default, MLFLOW_TRACKING_URI). `generations_of(key)` gives the harness entries of a
-    setting (its artifact)."""
+    """Log `runs` into `experiment` (created if missing) at `tracking_uri`.
+    `generations_of(key)` gives the harness entries of a setting (its artifact);
+    `allow_file_store`: open a file: tracking URI although MLflow 3 keeps that store in
+    maintenance mode (reprogrid's default store is one; a URI the user names is MLflow's call)."""
     try:
-        from mlflow.entities import Metric, Param, RunTag
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
     except ImportError as e:
         raise TrackerError(
             "export --format mlflow needs MLflow: pip install 'reprogrid[mlflow]'"
         ) from e
     try:
-        client = MlflowClient(tracking_uri=tracking_uri)
-        experiment_id = _experiment(client, experiment)
-        existing = _existing(client, experiment_id)
-        created, updated = [], []
-        for run in runs:
-            run_id = existing.get(run.setting_key)
-            if run_id is None:
-                run_id = client.create_run(experiment_id, run_name=run.name).info.run_id
-                created.append(run.setting_key)
-            else:
-                updated.append(run.setting_key)
-            client.log_batch(
-                run_id,
-                metrics=[Metric(k, v, timestamp_ms, 0) for k, v in run.metrics.items()],
-                params=[Param(k, v) for k, v in run.params.items()],
-                tags=[RunTag(k, v) for k, v in {**run.tags, "mlflow.runName": run.name}.items()],
-            )
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / ARTIFACT_NAME
-                path.write_text(json.dumps(generations_of(run.setting_key)), encoding="utf-8")
-                client.log_artifact(run_id, str(path), ARTIFACT_DIR)
-            client.set_terminated(run_id, "FINISHED")
-        uri = client.tracking_uri
+        with _file_store_allowed(allow_file_store):
+            return _log_runs(runs, tracking_uri, experiment, generations_of, timestamp_ms)
     except MlflowException as e:
-        hint = ""
-        if "MLFLOW_ALLOW_FILE_STORE" in str(e):
-            hint = (
-                " (a file: tracking URI needs MLFLOW_ALLOW_FILE_STORE=true with this MLflow; "
-                "a tracking server, --tracking-uri http://HOST:5000, needs nothing)"
-            )
-        raise TrackerError(f"MLflow at {tracking_uri or 'its default URI'}: {e}{hint}") from e
-    return MlflowSummary(uri, experiment, experiment_id, tuple(created), tuple(updated))
+        raise TrackerError(f"MLflow at {tracking_uri}: {e} ({_hint(str(e), tracking_uri)})") from e
+
+
+def _log_runs(
+    runs: Sequence[TrackedRun],
+    tracking_uri: str,
+    experiment: str,
+    generations_of: Callable[[str], list[list[str]]],
+    timestamp_ms: int,
+) -> MlflowSummary:
+    """Create or update one run per setting (found again by its setting tag)."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment_id = _experiment(client, experiment)
+    existing = _existing(client, experiment_id)
+    created, updated = [], []
+    for run in runs:
+        run_id = existing.get(run.setting_key)
+        if run_id is None:
+            run_id = client.create_run(experiment_id, run_name=run.name).info.run_id
+            created.append(run.setting_key)
+        else:
+            updated.append(run.setting_key)
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, v, timestamp_ms, 0) for k, v in run.metrics.items()],
+            params=[Param(k, v) for k, v in run.params.items()],
+            tags=[RunTag(k, v) for k, v in {**run.tags, "mlflow.runName": run.name}.items()],
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / ARTIFACT_NAME
+            path.write_text(json.dumps(generations_of(run.setting_key)), encoding="utf-8")
+            client.log_artifact(run_id, str(path), ARTIFACT_DIR)
+        client.set_terminated(run_id, "FINISHED")
+    return MlflowSummary(
+        client.tracking_uri, experiment, experiment_id, tuple(created), tuple(updated)
+    )

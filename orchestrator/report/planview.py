@@ -7,8 +7,12 @@ from typing import Any
 from orchestrator.analysis.cost import format_duration
 
 BASIS_TEXT = {"measured": "measured", "model": "estimate (model)"}
-# run/preflight/weights.py AVAILABLE as values (the report wing does not import the run wing)
+# orchestrator.run.preflight.weights.AVAILABLE as values (the report wing does not import the
+# run wing)
 AVAILABLE_WEIGHTS = ("built offline", "present locally", "in the HF cache", "downloadable")
+# How orchestrator.run.plan.planner.damage_reason begins the reason of a setting with a damaged
+# file (tests/unit/orchestrator/report/test_planview.py checks it through `reprogrid plan`)
+DAMAGED = "damaged: "
 
 
 def _basis(value: str | None, engines: list[dict[str, Any]]) -> str:
@@ -97,12 +101,35 @@ def _engine_header(g: dict[str, Any]) -> str:
     return f"{head} ~{format_duration(g['estimated_s'])} on {g['device']}{hours}{cluster} [{basis}]"
 
 
+def _is_damaged(s: dict[str, Any]) -> bool:
+    return str(s.get("reason") or "").startswith(DAMAGED)
+
+
+def _setting_line(s: dict[str, Any]) -> str:
+    """One setting: what is done with it, its axes, its samples, why. A damaged setting reads
+    `redo`: its stored samples were counted before the checks, and `run` first quarantines the
+    damaged file (a settings record, a chunk), then generates what the intact files lack and
+    executes again; "generate 10/10 samples" said both that all was there and that it was not."""
+    notes = [n for n in (s["reason"], s.get("note")) if n]
+    why = f"  ({'; '.join(notes)})" if notes else ""
+    samples = f"{s['generated_samples']}/{s['total_samples']} samples"
+    action = s["action"]
+    if _is_damaged(s):
+        action, samples = "redo", f"{samples} stored, rechecked by the run"
+    return (
+        f"  {s['setting_key'][:12]}  {action:8s} {s['template']:12s} "
+        f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']:5s} {samples}{why}"
+    )
+
+
 def render_plan(data: dict[str, Any]) -> str:
     c = data["counts"]
+    damaged = sum(_is_damaged(s) for g in data["engines"] for s in g["settings"])
+    redo = f" (of these, {damaged} damaged: redo, below)" if damaged else ""
     lines = [
         f"{data['n_settings']} settings ({data['n_keys']} distinct keys): {c['done']} done, "
-        f"{c['generate']} to generate, {c['execute']} to execute only, {c['skip']} skipped, "
-        f"{c['failed']} failed earlier (re-run with --retry-failed)",
+        f"{c['generate']} to generate, {c['execute']} to execute only{redo}, {c['skip']} "
+        f"skipped, {c['failed']} failed earlier (re-run with --retry-failed)",
         f"engine loads: {data['engine_loads']}; generations: {data['generations']} samples "
         f"({data['n_problems']} problems)",
         *_estimate_lines(data),
@@ -112,12 +139,5 @@ def render_plan(data: dict[str, Any]) -> str:
     ]
     for g in data["engines"]:
         lines.append(_engine_header(g))
-        for s in g["settings"]:
-            notes = [n for n in (s["reason"], s.get("note")) if n]
-            why = f"  ({'; '.join(notes)})" if notes else ""
-            lines.append(
-                f"  {s['setting_key'][:12]}  {s['action']:8s} {s['template']:12s} "
-                f"{s['decoding']:7s} L{s['max_length']:<5d} {s['precision']:5s} "
-                f"{s['generated_samples']}/{s['total_samples']} samples{why}"
-            )
+        lines += [_setting_line(s) for s in g["settings"]]
     return "\n".join(lines)

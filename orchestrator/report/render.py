@@ -31,6 +31,7 @@ from orchestrator.report.display import (
     shown_columns,
     title,
 )
+from orchestrator.report.formats import FORMATS
 from orchestrator.report.html import render_html
 from orchestrator.report.tex import render_tex, snippets
 
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("md", "csv", "tex", "html", "json")
 # figure -> (file name, caption, the table whose section shows it, after the table)
 FIGURES = {
     "literature": (

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from storage.index import SettingState, build_index
-from storage.schema import RunStatus, SettingStatus
+from storage.integrity import setting_key_of
+from storage.schema import RUN_TABLES, RunStatus, SettingStatus
 from storage.store import Store
 
 # The columns of `status`: a setting's stored status, refined by what the store holds.
@@ -28,6 +29,21 @@ STATUSES = [
     DAMAGED,
     "pending",
 ]
+# the settings columns `status` shows (a packed table decodes only these)
+SETTINGS_COLUMNS = (
+    "setting_key",
+    "status",
+    "status_reason",
+    "error_type",
+    "model_name",
+    "template",
+    "decoding",
+    "max_length",
+    "precision",
+    "backend",
+    "dtype",
+    "quant",
+)
 WAY_OUT = (
     "`reprogrid verify --fix` moves the damaged file(s) to the store's quarantine/ folder (or the "
     "next `reprogrid run` does it before planning); that run then redoes what they held"
@@ -42,10 +58,15 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     yet is pending with its quarantine record."""
     run = _select_run(store.read_table("runs").to_pylist(), run_id)
     index = build_index(store)
-    settings = {r["setting_key"]: r for r in store.read_table("settings").to_pylist()}
+    settings = {
+        r["setting_key"]: r
+        for r in store.read_table("settings", columns=SETTINGS_COLUMNS).to_pylist()
+    }
     keys = list(run["setting_keys"]) if run else []
-    keys += sorted(k for k in settings if k not in set(keys))
-    keys += sorted(k for k, s in index.items() if s.damage and k not in set(keys))
+    listed = set(keys)
+    keys += sorted(k for k in settings if k not in listed)
+    listed.update(keys)
+    keys += sorted(k for k, s in index.items() if s.damage and k not in listed)
     live = store.writer_active()
     quarantined = _quarantined(store, index)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -80,6 +101,7 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             totals[s] += g[s]
     return {
         "store": store.uri,
+        "layout": layout(store),
         "run": _shown_run(run, live, index),
         "writer_active": live,
         "totals": dict(totals),
@@ -187,24 +209,40 @@ def _activity(
 
 
 def _quarantined(store: Store, index: Mapping[str, SettingState]) -> list[dict[str, Any]]:
-    """Quarantine records of settings (runs and foreign files have none), newest per file."""
+    """Quarantine records of settings (runs and foreign files have none), newest per file. A
+    damaged pack's record names the shards it lost (those of its intact row groups were given
+    back): one entry per setting it lost."""
     out = []
     for record in store.quarantine_records():
-        key = record.get("setting_key")
-        if not key:
-            continue
-        out.append(
-            {
-                "setting_key": key,
-                "table": record.get("table"),
-                "file": record.get("file"),
-                "kind": record.get("kind"),
-                "detail": record.get("detail"),
-                "quarantined_at": record.get("quarantined_at"),
-                "moved_to": record.get("moved_to"),
-            }
-        )
+        keys: list[Any] = [record.get("setting_key")]
+        if record.get("lost") is not None and record.get("table") not in RUN_TABLES:
+            keys = sorted({setting_key_of(k) for k in record["lost"]})
+        for key in keys:
+            if not key:
+                continue
+            out.append(
+                {
+                    "setting_key": key,
+                    "table": record.get("table"),
+                    "file": record.get("file"),
+                    "kind": record.get("kind"),
+                    "detail": record.get("detail"),
+                    "quarantined_at": record.get("quarantined_at"),
+                    "moved_to": record.get("moved_to"),
+                }
+            )
     return out
+
+
+def layout(store: Store) -> dict[str, Any]:
+    """How the store is laid out, from its manifest alone: packs and the shards they hold, and
+    whether a compaction was cut short (the next writer finishes it)."""
+    manifest = store.readable_manifest()
+    return {
+        "packs": len(manifest.packs),
+        "packed_shards": sum(len(p.members) for p in manifest.packs),
+        "interrupted_compaction": bool(manifest.retired),
+    }
 
 
 def _engine_label(row: dict[str, Any]) -> str:
@@ -229,6 +267,14 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
     """The text of `status`; `keys` adds one line per setting (its 12-character key, status
     and label: enough for `export-generations --setting`)."""
     lines = [f"store {data['store']}"]
+    shape = data.get("layout") or {}
+    if shape.get("packs"):
+        lines[0] += f" ({shape['packed_shards']} shards in {shape['packs']} packs)"
+    if shape.get("interrupted_compaction"):
+        lines.append(
+            "a compaction was cut short: the next run (or `reprogrid compact`) finishes it; "
+            "until then Parquet readers of the table folders may count some rows twice"
+        )
     run = data["run"]
     if run:
         lines.append(

@@ -10,23 +10,21 @@ WRAP_WIDTH; long texts (display.details) go on a row of their own under their ro
 html page. A table split by model (answers, scores, the grid) is one tabular with a heading row
 per model.
 
-Adding a table is one TexTable entry in TEX_TABLES: the report table it shows and the words
-around it; the columns and headers default to what md and html show.
+The tables, their columns and the words around them are in orchestrator.report.textables
+(TEX_TABLES: adding a table is one entry there).
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import pandas as pd
 
 from orchestrator.report import wording
 from orchestrator.report.display import (
     INTERVAL_TABLES,
     display_of,
+    format_cell,
     header,
     interval_note,
     is_missing,
@@ -37,6 +35,7 @@ from orchestrator.report.display import (
     value_and_interval,
 )
 from orchestrator.report.texescape import tex_escape
+from orchestrator.report.textables import TEX_TABLES, TexTable
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData, ReportTable
@@ -47,148 +46,10 @@ LONG_PACKAGES = ("longtable",)  # what a long snippet needs as well
 WRAP_CHARS = 30  # a text column with a longer cell wraps ...
 WRAP_WIDTH = "10em"  # ... in a ragged-right column this wide
 KEY_SUFFIXES = ("_key", "_keys", "_sha256")  # set in typewriter type
-
-
-@dataclass(frozen=True)
-class TexTable:
-    """One snippet: `tex/<file>.tex`, the report table `table` as a booktabs tabular."""
-
-    file: str  # the snippet's file stem (tex/<file>.tex)
-    table: str  # the report table it shows (ReportTable.name)
-    # what the standalone document says above it (plain text, no markup; `{metric}` and the
-    # other display.phrases are filled from the store's benchmark cards)
-    description: str
-    columns: tuple[str, ...] | None = None  # None: the columns md and html show
-    headers: Mapping[str, str] = field(default_factory=dict)  # column -> printed header
-    long: bool = False  # a longtable, which breaks across pages (an appendix table)
-
-
-def _cols(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-ANSWER_HEADERS = {
-    "literature_model": "model (as printed)",
-    "source_id": "source",
-    "verdict_detail": "verdict",
-    "max_length": "max length",
-    "score_pct": "{metric} % [CI]",
-    "gap_pp": "gap (pp)",
-    "setting_key": "setting",
-}
-TEX_TABLES: tuple[TexTable, ...] = (
-    TexTable(
-        "answers",
-        "answers",
-        "One row per value a paper or leaderboard reports for a model of this store: the "
-        "verdict (reproduced by N settings: {reproduced}; tuning or variant confusion: only "
-        "the other tuning's model, or the model's other benchmark variant, reproduces it; "
-        "near: {near}; not reproduced; only a pilot subset), and the setting that best "
-        "explains the value, with its {metric}, interval and gap (setting minus reported, "
-        "percentage points). A note under a row says how its value was judged.",
-        headers=ANSWER_HEADERS,
-    ),
-    TexTable(
-        "findings",
-        "findings",
-        "One row per axis in the study's style, from its test: each axis value against the "
-        "baseline's, over all models and over instruct models only, one vote per model, "
-        "tested over problems jointly across models (a problem-clustered bootstrap interval "
-        "and sign-flip test; exact McNemar for one model and one sample per problem), "
-        "Holm-adjusted within its family; the sentence under each row. An effect counts when "
-        "its adjusted p < 0.05 and |delta| exceeds the re-generation noise (repeat-check); "
-        "for an axis without one, the largest |delta| and the change detectable at 80% power.",
-        columns=_cols(
-            "group topic values delta_pp p_adjusted n_models n_problem_pairs mdd_pp noise_pp counts"
-        ),
-        headers={
-            "topic": "axis",
-            "delta_pp": "change (pp) [CI]",
-            "p_adjusted": "adjusted p",
-            "n_models": "models",
-            "n_problem_pairs": "problem pairs",
-            "mdd_pp": "detectable (pp)",
-            "noise_pp": "noise (pp)",
-        },
-    ),
-    TexTable(
-        "scores",
-        "scores_pivot",
-        "{metric} ({scale}) per model, template, decoding and maximum length (rows) and "
-        "precision (columns), like the study's Table 2, each with its interval; a cell of "
-        "several settings shows their mean.",
-        headers={"max_length": "max length", "n_samples": "samples", "n_problems": "problems"},
-    ),
-    TexTable(
-        "effects",
-        "effects",
-        "Pairs of settings of one model that differ only in one axis: the mean change "
-        "against the baseline (percentage points, signed), the mean relative change (percent "
-        "of the baseline score) and the mean magnitude, over all models and over instruct "
-        "models only; one vote per model.",
-        columns=_cols(
-            "axis value baseline_value group n_models n_pairs mean_change_pp "
-            "mean_relative_change_pct mean_abs_change_pp"
-        ),
-        headers={
-            "baseline_value": "baseline",
-            "n_models": "models",
-            "n_pairs": "pairs",
-            "mean_change_pp": "change (pp)",
-            "mean_relative_change_pct": "relative (%)",
-            "mean_abs_change_pp": "|change| (pp)",
-        },
-    ),
-    TexTable(
-        "grid",
-        "grid",
-        "Every complete setting with its {metric} and interval, the number of problems, and "
-        "the samples whose prompt was truncated or that hit the length limit.",
-        columns=_cols(
-            "template decoding max_length precision backend n_samples score_pct n_problems "
-            "n_prompt_truncated n_hit_length_limit setting_key"
-        ),
-        headers={
-            "max_length": "max length",
-            "n_samples": "samples",
-            "score_pct": "{metric} % [CI]",
-            "n_problems": "problems",
-            "n_prompt_truncated": "truncated",
-            "n_hit_length_limit": "length limit",
-            "setting_key": "setting",
-        },
-        long=True,
-    ),
-    TexTable(
-        "comparisons",
-        "comparisons",
-        "Every paired test of the report with its family: B (value) against A (baseline), "
-        "delta = B - A in points with its interval, the raw p (exact McNemar, or sign-flip "
-        "permutation) and the p adjusted within the family (Holm for the axis effects, "
-        "Westfall-Young max-T for a model's settings against its baseline, "
-        "Benjamini-Hochberg for the exploratory ones), the change detectable at 80% power, "
-        "and whether it counts (adjusted p < 0.05 and above the re-generation noise).",
-        columns=_cols(
-            "family group axis value baseline_value at delta_pp p_value p_adjusted mdd_pp counts"
-        ),
-        headers={
-            "baseline_value": "baseline",
-            "delta_pp": "change (pp) [CI]",
-            "p_value": "p",
-            "p_adjusted": "adjusted p",
-            "mdd_pp": "detectable (pp)",
-        },
-        long=True,
-    ),
-)
-
-
-def tex_table(name: str) -> TexTable:
-    for entry in TEX_TABLES:
-        if entry.file == name:
-            return entry
-    valid = ", ".join(e.file for e in TEX_TABLES)
-    raise KeyError(f"no LaTeX table {name!r}; valid: {valid}")
+# The width a detail row's paragraph wraps at: the line less the indent, unless the document
+# says otherwise (report.tex: the table's own width, measured first).
+NOTE_WIDTH = r"\reprogridnotewidth"
+NOTE_DEFAULT = r"\providecommand{\reprogridnotewidth}{\dimexpr\linewidth-1em\relax}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,14 +68,16 @@ def _columns(entry: TexTable, table: ReportTable) -> list[str]:
     return shown_columns(present, table.name, table.group_by, table.frame)
 
 
-def _spec(frame: pd.DataFrame, table: ReportTable, column: str) -> str:
+def _spec(entry: TexTable, table: ReportTable, column: str) -> str:
+    frame = table.frame
     values = [v for v in frame[column] if not is_missing(v)] if column in frame else []
     if values and all(_is_number(v) for v in values):
         return "r"
     texts = [value_and_interval(table.name, column, {column: v})[0] for v in values]
-    if any(len(t) > WRAP_CHARS for t in texts):
-        return r">{\raggedright\arraybackslash}p{" + WRAP_WIDTH + "}"
-    return "l"
+    width = entry.wrap.get(column) or (
+        WRAP_WIDTH if any(len(t) > WRAP_CHARS for t in texts) else None
+    )
+    return r">{\raggedright\arraybackslash}p{" + width + "}" if width else "l"
 
 
 def _value(column: str, text: str, number: bool) -> str:
@@ -222,7 +85,8 @@ def _value(column: str, text: str, number: bool) -> str:
         return r"\ensuremath{-}" + tex_escape(text[1:])  # a minus sign, not a hyphen
     if column.endswith(KEY_SUFFIXES):
         return r"\texttt{" + tex_escape(text) + "}"
-    return tex_escape(text)
+    # \slash: a line may break after it, so a source (doi:10.3390/software4030017) wraps
+    return tex_escape(text).replace("/", r"\slash{}")
 
 
 def _cell(table: ReportTable, column: str, index: Any, row: Mapping[str, Any]) -> str:
@@ -248,31 +112,65 @@ def _detail_row(table: ReportTable, row: Mapping[str, Any], width: int) -> str:
     ]
     if not parts:
         return ""
+    # A paragraph in a box of no width (\rlap): it wraps at NOTE_WIDTH instead of setting the
+    # table's width (one long note used to widen the table, and the document's fit then shrank
+    # every cell to about 55%).
+    note = r"\raggedright\footnotesize " + "; ".join(parts)
     return (
         r"\multicolumn{"
         + str(width)
-        + r"}{@{\hspace{1em}}l}{\footnotesize "
-        + "; ".join(parts)
-        + r"} \\"
+        + r"}{@{\hspace{1em}}l}{\rlap{\parbox[t]{"
+        + NOTE_WIDTH
+        + "}{"
+        + note
+        + r"}}} \\"
     )
 
 
-def _body(table: ReportTable, cols: list[str]) -> list[str]:
+def _has_details(table: ReportTable) -> bool:
+    frame = table.frame
+    details = [c for c in display_of(table.name).details if c in frame.columns]
+    return bool(details) and bool(frame[details].notna().to_numpy().any())
+
+
+def _heading_columns(entry: TexTable, table: ReportTable) -> tuple[str, ...]:
+    if entry.heading:
+        return tuple(c for c in entry.heading if c in table.frame.columns)
+    return (table.group_by,) if table.group_by else ()
+
+
+def _heading(entry: TexTable, table: ReportTable, row: Mapping[str, Any], width: int) -> str:
+    """The heading row of the rows that share `row`'s heading values: the first in bold, the
+    others with their headers in parentheses."""
+    first, *others = _heading_columns(entry, table)
+    text = r"\textbf{" + tex_escape(str(row.get(first))) + "}"
+    extra = [
+        f"{_header(entry, table, c, '')}: {tex_escape(format_cell(c, row.get(c)))}"
+        for c in others
+        if not is_missing(row.get(c))
+    ]
+    if extra:
+        text += " (" + "; ".join(extra) + ")"
+    return r"\multicolumn{" + str(width) + r"}{@{}l}{" + text + r"} \\"
+
+
+def _body(entry: TexTable, table: ReportTable, cols: list[str]) -> list[str]:
     frame = table.frame
     width = len(cols)
     if frame.empty:
         reason = tex_escape(table.empty_reason or "(none)")
         return [r"\multicolumn{" + str(width) + r"}{@{}l}{\emph{" + reason + r"}} \\"]
     lines: list[str] = []
+    heading = _heading_columns(entry, table)
     group = None
     records = frame.to_dict("records")
     for index, row in zip(frame.index, records, strict=True):
-        if table.group_by and row.get(table.group_by) != group:
-            group = row.get(table.group_by)
+        values = tuple(row.get(c) for c in heading)
+        if heading and values != group:
+            group = values
             if lines:
                 lines.append(r"\midrule")
-            heading = tex_escape(str(group))
-            lines.append(r"\multicolumn{" + str(width) + r"}{@{}l}{\textbf{" + heading + r"}} \\")
+            lines.append(_heading(entry, table, row, width))
         lines.append(" & ".join(_cell(table, c, index, row) for c in cols) + r" \\")
         detail = _detail_row(table, row, width)
         if detail:
@@ -293,21 +191,22 @@ def snippet(entry: TexTable, data: ReportData) -> str:
         names = ", ".join(t.name for t in data.tables)
         raise KeyError(f"LaTeX table {entry.file!r} shows {entry.table!r}; tables: {names}")
     cols = _columns(entry, table) or list(table.frame.columns[:1])
-    spec = "".join(_spec(table.frame, table, c) for c in cols)
+    spec = "".join(_spec(entry, table, c) for c in cols) + "@{}"
     env = "longtable" if entry.long else "tabular"
     needs = ", ".join((*PACKAGES, *(LONG_PACKAGES if entry.long else ())))
     metric = wording.metric_label(data.cards)
     head = " & ".join(_header(entry, table, c, metric) for c in cols) + r" \\"
     lines = [
         f"% reprogrid report: {tex_escape(title(table.name))} (needs {needs})",
-        rf"\begin{{{env}}}{{@{{}}{spec}@{{}}}}",
+        *([NOTE_DEFAULT] if _has_details(table) else []),
+        rf"\begin{{{env}}}{{@{{}}{spec}}}",
         r"\toprule",
         head,
         r"\midrule",
     ]
     if entry.long:  # the header again on every page
         lines += [r"\endhead", r"\bottomrule", r"\endfoot"]
-    lines += _body(table, cols)
+    lines += _body(entry, table, cols)
     if not entry.long:
         lines.append(r"\bottomrule")
     lines.append(rf"\end{{{env}}}")
@@ -322,10 +221,15 @@ def snippets(data: ReportData) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # The standalone document
 
-# A tabular wider than the line or taller than the page is scaled down to fit (a paper that
-# \inputs a snippet decides this itself: \resizebox, \small, a table* float).
+# A tabular is set twice: first to measure it (its notes take no width), then with its notes
+# wrapping in its own width. One wider than the line or taller than the page is then scaled
+# down to fit (a paper that \inputs a snippet decides this itself: \resizebox, \small, a
+# table* float; its notes wrap in the line).
 FIT = r"""\newsavebox{\reprogridbox}
+\newcommand{\reprogridnotewidth}{\dimexpr\linewidth-1em\relax}
 \newcommand{\reprogridfit}[1]{\sbox{\reprogridbox}{#1}%
+  \edef\reprogridnotewidth{\the\dimexpr\wd\reprogridbox-1em\relax}%
+  \sbox{\reprogridbox}{#1}%
   \ifdim\wd\reprogridbox>\linewidth
     \sbox{\reprogridbox}{\resizebox{\linewidth}{!}{\usebox{\reprogridbox}}}\fi
   \ifdim\dimexpr\ht\reprogridbox+\dp\reprogridbox\relax>0.85\textheight
@@ -374,6 +278,8 @@ def render_tex(data: ReportData, figures: Mapping[str, list[tuple[str, str]]]) -
         r"\renewcommand{\labelitemi}{\ensuremath{\bullet}}% \textbullet: a TS1 (bitmap) font",
         r"\begin{document}",
         r"\small",
+        # the column gap of a dense table: 8pt, not 12pt, so the answers keep the text's size
+        r"\setlength{\tabcolsep}{4pt}",
         r"\section*{reprogrid report}",
         r"Store: \texttt{"
         + tex_escape(data.store)

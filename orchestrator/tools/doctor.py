@@ -14,11 +14,11 @@ from orchestrator.run.api import detect_gpus, library_versions, load_run_config,
 def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The machine's capabilities; with overrides, also `grid` (see grid_checks)."""
     versions = library_versions()
-    backends = {
-        "hf": importlib.util.find_spec("transformers") is not None,
-        "vllm": importlib.util.find_spec("vllm") is not None,
-        "bitsandbytes": importlib.util.find_spec("bitsandbytes") is not None,
-    }
+    from workers.backends.registry import backend_definitions
+
+    backends = {d.name: d.installed() for d in backend_definitions()}
+    # 8-bit and 4-bit engines load through bitsandbytes whatever the backend
+    backends["bitsandbytes"] = importlib.util.find_spec("bitsandbytes") is not None
     gpus = detect_gpus()
     from workers.sandbox import sandbox_capabilities, sandbox_isolation
 

@@ -37,7 +37,7 @@ from orchestrator.run.api import (
 from orchestrator.tools.harness_io import at_limit_entries, read_generations_json
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
-from workers.spec import BackendName, ExecutionBatch
+from workers.spec import ExecutionBatch
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class ImportOutcome:
 
 def _run_config(
     overrides: Sequence[str], model: str, n_samples: int, path: Path
-) -> tuple[RunConfig, BackendName | None]:
+) -> tuple[RunConfig, str | None]:
     """The run config of the import (backend replay) and the backend the file claims: the one
     the overrides name, else the config's default (hf, as the harness generates)."""
     known = available("model")
@@ -68,27 +68,31 @@ def _run_config(
     config = load_run_config([*overrides, f"model={model}", f"n_samples={n_samples}"])
     if "backend" in dict(config.axes):
         raise ConfigError("import-generations scores one setting: name one backend, not a sweep")
+    from workers.backends.replay import REPLAY, ReplayOptions  # an import is a replay
+
     values = config.defaults.as_dict()
-    claimed = _claimed(str(values["backend"]))
-    values["backend"] = BackendName.REPLAY.value
-    # replay_path is not keyed (replay_sha256, the file's hash, is). It is a pattern
-    # (`{variant}`...): braces of the file's path are escaped.
+    claimed = _claimed(str(values["backend"]), REPLAY.name)
+    values["backend"] = REPLAY.name
+    # The file's path is not keyed (its hash is). It is a pattern (`{variant}`...): braces of
+    # the path are escaped.
     pattern = str(path).replace("{", "{{").replace("}", "}}")
     defaults = CellDefaults(tuple(sorted(values.items())))
-    return dataclasses.replace(config, replay_path=pattern, defaults=defaults), claimed
+    config = config.with_backend_options(REPLAY.name, ReplayOptions(pattern=pattern))
+    return dataclasses.replace(config, defaults=defaults), claimed
 
 
-def _claimed(backend: str) -> BackendName | None:
-    """The backend a file claims; `replay` claims none, `auto` names no one backend."""
+def _claimed(backend: str, replay: str) -> str | None:
+    """The backend a file claims: the one the overrides name (a replay claims none); `auto`
+    names no one backend."""
     if backend == "auto":
         raise ConfigError(
             "backend=auto is not a backend a file was generated with: name it "
             "(backend=hf for the harness's transformers, or backend=vllm)"
         )
-    return None if backend == BackendName.REPLAY.value else BackendName(backend)
+    return None if backend == replay else backend
 
 
-def _cell(config, n_entries: int, claimed: BackendName | None):
+def _cell(config, n_entries: int, claimed: str | None):
     """The one grid cell of the import; a file with fewer problems than the benchmark selects
     the first ones (the harness's --limit), unless benchmark.limit or benchmark.problems says
     otherwise (its entries are then the selected problems, in benchmark order)."""
@@ -213,6 +217,6 @@ def import_generations(
         n_passed=score["n_passed"],
         pass_at_1=score["pass_at_1"],
         replay_sha256=file_sha,
-        claimed_backend=claimed.value if claimed else None,
+        claimed_backend=claimed,
         file=str(path),
     )

@@ -13,14 +13,13 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-from workers.backends.hf import HfBackend  # noqa: E402
+from workers.backends.hf import HfOptions  # noqa: E402
+from workers.backends.hf.engine import HfBackend  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.spec import (  # noqa: E402
-    BackendName,
     Dtype,
     EngineSpec,
     GenRequest,
-    HfOptions,
     LengthSemantics,
     ModelSpec,
     Quant,
@@ -40,7 +39,7 @@ def tiny(tmp_path_factory):
 
 def generate(model, dtype, quant, prompts):
     backend = HfBackend()
-    engine = EngineSpec(model, BackendName.HF, dtype, quant, hf=HfOptions(device="cuda"))
+    engine = EngineSpec(model, "hf", dtype, quant, options=HfOptions(device="cuda"))
     info = backend.load(engine)
     requests = [
         GenRequest(f"T/{i}", p, 1, 1, GREEDY, 128, LengthSemantics.TOTAL, STOP)
@@ -80,7 +79,7 @@ def test_cuda_fp32_greedy_is_deterministic(tiny):
 
 def test_bitsandbytes_4bit_uses_the_harness_fp4_with_fp16_compute(tiny):
     backend = HfBackend()
-    backend.load(EngineSpec(tiny, BackendName.HF, Dtype.FP16, Quant.INT4, hf=HfOptions("cuda")))
+    backend.load(EngineSpec(tiny, "hf", Dtype.FP16, Quant.INT4, options=HfOptions("cuda")))
     config = backend.model.config.quantization_config
     assert config.bnb_4bit_quant_type == "fp4"
     assert config.bnb_4bit_compute_dtype == torch.float16

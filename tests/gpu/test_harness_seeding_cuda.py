@@ -31,13 +31,12 @@ from tests.unit.workers.backends.harness_oracle import (  # noqa: E402
     rng_snapshot,
     run_harness,
 )
-from workers.backends import hf  # noqa: E402
+from workers.backends.hf import HfOptions  # noqa: E402
+from workers.backends.hf import engine as hf  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.spec import (  # noqa: E402
-    BackendName,
     Dtype,
     EngineSpec,
-    HfOptions,
     ModelSpec,
     Quant,
     Tuning,
@@ -51,7 +50,7 @@ def backend(request, tmp_path_factory):
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny")
     model = ModelSpec("tiny", str(path), "tiny-llama-v1", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     b = hf.HfBackend()
-    b.load(EngineSpec(model, BackendName.HF, request.param, Quant.NONE, hf=HfOptions(DEVICE)))
+    b.load(EngineSpec(model, "hf", request.param, Quant.NONE, options=HfOptions(DEVICE)))
     assert b.model.device.type == DEVICE
     yield b
     b.close()

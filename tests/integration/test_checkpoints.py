@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tests.processes import alive_in_group
+from tests.processes import left_behind, run_marker
 
 ROOT = Path(__file__).resolve().parents[2]
 # Three settings of the tiny model, 10 problems each, committed every 2 samples (one problem for
@@ -120,7 +120,8 @@ def test_sigterm_commits_chunks_marks_the_run_interrupted_and_stops_its_ray(env,
         "cluster.num_cpus=2",
         f"store={store}",
     ]
-    proc = reprogrid(["run", *grid], env)
+    marker = run_marker()  # in every process of the local Ray it starts, whatever its group
+    proc = reprogrid(["run", *grid], {**env, marker[0]: marker[1]})
     wait_for_chunks(proc, store, 2)
     stopped_at = time.monotonic()
     os.kill(proc.pid, signal.SIGTERM)  # what Slurm sends at preemption or time limit
@@ -129,8 +130,7 @@ def test_sigterm_commits_chunks_marks_the_run_interrupted_and_stops_its_ray(env,
     assert proc.returncode == 143, out
     assert "SIGTERM received" not in out and "will be retried" not in out, out  # no stack dump
     assert "interrupted by SIGTERM" in out
-    time.sleep(2)
-    assert alive_in_group(proc.pid) == []  # the local Ray it started is gone
+    assert left_behind(*marker, timeout_s=30) == []  # the local Ray it started is gone
     runs = pd.read_parquet(store / "runs")
     assert list(runs.status) == ["interrupted"]
     kept = chunk_files(store)

@@ -220,3 +220,28 @@ def test_run_exits_1_while_the_grid_is_incomplete(env, local_ray, tmp_path, caps
     ]
     assert main(skips) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+def test_a_run_that_ends_packs_its_finished_shards_once_there_are_enough(env, local_ray, tmp_path):
+    """compaction.after_run: the run that ends with that many loose shards in a table packs
+    them (the manifest names the packs, the next plan finds every setting done, plain Parquet
+    readers read each row once); below it the store stays a shard per file."""
+    store = tmp_path / "s"
+    overrides = [*FAKE, "template=own,instruct"]  # 6 settings
+    _, small = run([*overrides, "compaction.after_run=7"], store)
+    assert small.failed == 0 and not (store / "_manifest.json").exists()
+    before = {t: pd.read_parquet(store / t) for t in ("settings", "executions", "scores")}
+    assert len(list((store / "scores").glob("*.parquet"))) == 6
+
+    _, again = run([*overrides, "compaction.after_run=6"], store)  # nothing to do, then packs
+    assert again.generated == again.executed == 0
+    assert (store / "_manifest.json").exists()
+    for table, rows in before.items():
+        files = list((store / table).glob("*.parquet"))
+        assert [f.name.startswith("pack-") for f in files] == [True], table
+        after = pd.read_parquet(store / table)
+        assert len(after) == len(rows)
+        assert sorted(after.setting_key) == sorted(rows.setting_key)
+    _, third = run([*overrides, "compaction.after_run=6"], store)
+    assert third.generated == third.executed == 0
+    assert third.grid.complete == 6

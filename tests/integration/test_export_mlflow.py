@@ -1,13 +1,17 @@
 """`reprogrid export --format mlflow` into a local file tracking URI, read back with MLflow's own
 client: one run per scored setting in one experiment, the axes and revision as parameters,
 pass@1 with its interval and the counts as metrics, the setting key and run id as tags, the
-harness generations.json as an artifact; a second export updates the same runs.
+harness generations.json as an artifact; a second export updates the same runs. Without
+--tracking-uri: MLFLOW_TRACKING_URI, else a file store in the store's report folder (run in a
+working folder and HOME of the test's own, so nothing lands outside its temporary folder).
 
 Skipped when MLflow (the `mlflow` extra) is not installed."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -89,7 +93,66 @@ def test_a_refused_file_store_says_what_to_do(store, tmp_path, monkeypatch, caps
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     code, out, err = export(root, (tmp_path / "refused").as_uri(), capsys)
     assert code == 2 and out == ""
-    assert "MLFLOW_ALLOW_FILE_STORE=true" in err and "--tracking-uri http://HOST:5000" in err
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in err
+    assert "--tracking-uri URI: a tracking server, http://HOST:5000" in err
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """A working folder and a HOME of the test's own and no MLflow variable: what an export
+    writes outside the store's report folder lands here (MLflow's own default would be
+    ./mlflow.db; its telemetry settings go to ~/.config/mlflow)."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_ALLOW_FILE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    return cwd
+
+
+def _runs(uri: str, root: str, monkeypatch) -> list:
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # to read the file store back
+    client = mlflow_tracking.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(default_experiment(root))
+    assert experiment is not None
+    return client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def test_without_a_tracking_uri_the_runs_go_to_the_store_report_folder(
+    store, elsewhere, capsys, monkeypatch
+):
+    root, complete = store
+    code = main(["export", "--store", root, "--format", "mlflow"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    uri = (Path(root).parent / "store-report" / "mlruns").as_uri()
+    assert captured.out.startswith(f"mlflow {uri}: experiment ")
+    assert f"{len(complete)} run(s) created, 0 updated" in captured.out
+    assert "MLFLOW_ALLOW_FILE_STORE" not in os.environ  # allowed for the export only
+    assert list(elsewhere.iterdir()) == []  # no ./mlflow.db
+    assert len(_runs(uri, root, monkeypatch)) == len(complete)
+
+
+def test_mlflow_tracking_uri_is_the_default_when_set(
+    store, elsewhere, tmp_path, capsys, monkeypatch
+):
+    root, complete = store
+    uri = (tmp_path / "tracked").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # a file store the user chose
+    assert main(["export", "--store", root, "--format", "mlflow"]) == 0
+    assert capsys.readouterr().out.startswith(f"mlflow {uri}: experiment ")
+    assert not (Path(root).parent / "store-report").exists()
+    assert len(_runs(uri, root, monkeypatch)) == len(complete)
+
+
+def test_an_unsupported_uri_says_how_to_choose_another(store, elsewhere, capsys):
+    root, _ = store
+    code, out, err = export(root, "bogus://tracker", capsys)
+    assert code == 2 and out == ""
+    assert "MLflow at bogus://tracker" in err and "--tracking-uri URI" in err
 
 
 def test_eee_still_needs_out(store, capsys):

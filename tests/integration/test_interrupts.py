@@ -2,13 +2,16 @@
 tiny model, at the moments a preemption lands — while the engine builds, mid-generation, while
 programs execute, while a chunk commits — to the driver alone and to its whole process group.
 Each stop exits 143 / 130 with no traceback, marks its run `interrupted`, leaves no process of
-the local Ray it started, and the resumed run's programs equal an uninterrupted run's.
+the local Ray it started (found by a marker in the driver's environment, which every process of
+its Ray inherits: Ray's workers run in process groups of their own, so the driver's group alone
+would miss them), and the resumed run's programs equal an uninterrupted run's.
 
 The fake backend once stopped cleanly while the real one crashed (a handler raising inside
 Ray's `wait` became a SystemError), which is why these run on the real path."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -23,7 +26,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.cli.main import main
-from tests.processes import alive_in_group
+from tests.processes import alive_with_env, left_behind, run_marker
 
 pytest.importorskip("transformers")
 
@@ -81,12 +84,14 @@ def _env(cache_dir: Path, shared_data: Path) -> dict[str, str]:
 
 
 class Driver:
-    """`reprogrid run` in its own process group, its output read line by line."""
+    """`reprogrid run` in its own process group, its output read line by line; `marker` is in
+    its environment, and so in every process its local Ray starts."""
 
     def __init__(self, args: list[str], env: dict[str, str]):
+        self.marker = run_marker()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.cli", "run", *args],
-            env=env,
+            env={**env, self.marker[0]: self.marker[1]},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -135,18 +140,32 @@ def chunks(store: Path) -> int:
     return len(list(folder.glob("*~*.parquet"))) if folder.is_dir() else 0
 
 
-def assert_clean_stop(code: int, out: str, signum: int, store: Path, pgid: int | None) -> None:
+def outside_its_group(driver: Driver) -> list[int]:
+    """The run's processes outside the driver's process group: Ray's workers, which a check of
+    the group alone would not see."""
+    found = []
+    for pid in alive_with_env(*driver.marker):
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(pid) != driver.proc.pid:
+                found.append(pid)
+    return found
+
+
+# How long the local Ray's processes may take to exit after the driver has.
+RAY_EXIT_S = 30
+
+
+def assert_clean_stop(code: int, out: str, signum: int, store: Path, driver: Driver) -> None:
     name = signal.Signals(signum).name
     assert code == 128 + signum, out
     assert "Traceback" not in out and "SystemError" not in out, out
     assert "will be retried" not in out and "retries remaining" not in out, out
     assert f"interrupted by {name}" in out, out
     assert list(pd.read_parquet(store / "runs").status) == ["interrupted"]
-    if pgid is not None:
-        deadline = time.monotonic() + 20
-        while alive_in_group(pgid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert alive_in_group(pgid) == []  # the local Ray it started is gone
+    # every process of the local Ray it started is gone (GCS, raylet, dashboard, workers),
+    # whichever process group it is in (a leftover is stopped, then reported)
+    left = left_behind(*driver.marker, timeout_s=RAY_EXIT_S)
+    assert left == [], f"processes of the run left behind: {left}\n{out}"
 
 
 def resume_and_compare(store: Path, env: dict[str, str], reference: pd.DataFrame) -> None:
@@ -193,8 +212,10 @@ def test_a_signal_stops_a_real_run_cleanly_and_it_resumes_exactly(
         # the first setting is generated: its programs go to an execution task while the
         # second one generates
         driver.wait_for(lambda: driver.saw("generated tiny/hf/fp32/none"), "a generated setting")
+    if moment != "engine builds":  # the engine's worker runs: the marker finds it
+        assert outside_its_group(driver), "no process of the run outside its process group"
     code = driver.signal(signum, group)
-    assert_clean_stop(code, driver.output, signum, store, driver.proc.pid)
+    assert_clean_stop(code, driver.output, signum, store, driver)
     if moment == "engine builds":
         assert chunks(store) == 0
     resume_and_compare(store, env, reference)

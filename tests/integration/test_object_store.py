@@ -419,3 +419,37 @@ def test_grid_on_s3_resumes_after_a_killed_driver_and_serves_concurrent_readers(
         )
     )
     assert (tmp_path / "final" / "report.md").is_file(), report
+
+
+def test_compaction_on_s3_keeps_every_row_and_a_kill_is_finished_by_the_next_writer(
+    store, monkeypatch
+):
+    """Packs on an object store: the same rows for the store and for pyarrow over the prefix;
+    killed after the packs are in place (before the originals are removed), the store's readers
+    still read every row once and the next writer finishes the compaction."""
+    from storage.compact import compact
+    from tests.fixtures_store import Spec, write_setting
+    from tests.unit.storage.crashes import Crash, crash_before
+
+    keys = sorted(
+        write_setting(store, Spec("tiny", "own", "greedy", length, "fp32", 40))
+        for length in (512, 1024, 2048)
+    )
+    before = {t: store.read_table(t).num_rows for t in TABLES}
+    with pytest.raises(Crash), crash_before(monkeypatch, 5):  # temp, manifest, reveal, 2 removed
+        with store.writer_lock():
+            compact(store)
+    reader = Store(store.uri)
+    assert {t: reader.read_table(t).num_rows for t in TABLES} == before
+    assert {k for k, s in build_index(reader).items() if s.complete} == set(keys)
+    with store.writer_lock():
+        store.clean_temp()
+        compact(store)
+    reader = Store(store.uri)
+    assert {t: reader.read_table(t).num_rows for t in TABLES} == before
+    for table in ("settings", "executions", "scores"):
+        selector = pafs.FileSelector(f"{store.root}/{table}", allow_not_found=True)
+        names = [i.base_name for i in store.fs.get_file_info(selector)]
+        assert len(names) == 1 and names[0].startswith("pack-"), names
+        assert pq.read_table(f"{store.root}/{table}", filesystem=store.fs).num_rows == before[table]
+    assert verify_store(reader).ok

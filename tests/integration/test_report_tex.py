@@ -3,14 +3,20 @@ standalone report.tex (non-interactive, with a timeout, twice so that the grid's
 settles), on three stores: the synthetic store, the 120-setting paper grid (a grid of several
 pages) and a store whose names need escaping (StarChat-β, TeX's special characters, accents).
 The PDF must use only vector fonts, hold the escaped names as text, and its first page is
-rendered to first-page.png with pdftoppm, kept in the test's temporary folder (look at it).
+rendered to first-page.png with pdftoppm, kept in the test's temporary folder (look at it). The
+answers table on page 1 keeps the text's size (word heights from `pdftotext -bbox`): its notes
+wrap under their rows instead of widening the table, which the document's fit used to shrink to
+55-60%.
 
 Skipped, with the reason, when pdflatex is not installed (CI installs Debian's
 texlive-latex-base, texlive-latex-recommended and poppler-utils: .ci/system-packages.sh)."""
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
+import statistics
 import subprocess
 import unicodedata
 from pathlib import Path
@@ -154,3 +160,41 @@ def test_a_paper_inputs_every_snippet_with_booktabs_and_array(compiled):
         done = _pdflatex(out, "paper.tex")
         assert done.returncode == 0, f"a paper that inputs the snippets:\n{done.stdout[-3000:]}"
     assert (out / "paper.pdf").stat().st_size > 0
+
+
+WORD = re.compile(
+    r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>'
+)
+MARGIN_PT = 1.5 * 72 / 2.54  # report.tex: geometry margin=1.5cm
+
+
+def page_words(pdf: Path, page: int) -> tuple[float, list[tuple[float, float, float, str]]]:
+    """The page's width and its words as (top, bottom, right, text), in points."""
+    argv = [_tool("pdftotext"), "-bbox", "-f", str(page), "-l", str(page), str(pdf), "-"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    width = float(re.search(r'<page width="([\d.]+)"', out).group(1))
+    words = [
+        (float(top), float(bottom), float(right), html.unescape(text))
+        for _, top, right, bottom, text in WORD.findall(out)
+    ]
+    return width, words
+
+
+def test_the_answers_table_on_page_1_keeps_the_texts_size_and_the_margins(compiled):
+    """Body text: the answers' description (between its heading and the table's header row);
+    the table: from its header row to the line of its last setting key (cells, intervals,
+    12-character keys, the notes between rows). The table's median word is at least 85% as tall
+    as the body's (a table shrunk to fit is 55-60%: 4.1-4.7 pt against 7.96 pt), and no word
+    crosses the right margin (a note that does not wrap would)."""
+    _, out, _ = compiled
+    width, words = page_words(out / "report.pdf", 1)
+    heading = next(w for w in words if w[3] == "Answers:")
+    header = next(w for w in words if w[3] == "decoding" and w[0] > heading[1])
+    keys = [w for w in words if re.fullmatch(r"[0-9a-f]{12}", w[3]) and w[0] > header[1]]
+    body = [w[1] - w[0] for w in words if heading[1] < w[0] and w[1] < header[0] - 1]
+    table = [w[1] - w[0] for w in words if header[0] - 1 <= w[0] <= keys[-1][1] + 1]
+    assert len(body) > 30 and len(table) > 30 and keys
+    ratio = statistics.median(table) / statistics.median(body)
+    assert ratio >= 0.85, f"table words {ratio:.0%} of the body's height: the table was shrunk"
+    right = max(w[2] for w in words)
+    assert right <= width - MARGIN_PT + 1, f"a word ends at {right:.1f} pt, past the margin"

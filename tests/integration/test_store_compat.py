@@ -153,3 +153,42 @@ def test_a_store_keyed_by_folder_paths_plans_as_done(env, capsys, tmp_path, monk
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["generated"] == 0 and outcome["grid_complete"]
     assert {p.stem for p in (store / "settings").glob("*.parquet")} == stored  # no new setting
+
+
+def compact_store(store: Path) -> None:
+    from storage.compact import compact
+    from storage.store import Store
+
+    handle = Store(str(store))
+    with handle.writer_lock():
+        compact(handle)
+
+
+def test_an_old_store_compacted_plans_and_runs_as_before(env, capsys, tmp_path):
+    """The v1 store packed (its shards conformed to today's columns on the way): the same plan,
+    the same rows for every engine, a run that generates nothing again."""
+    store, replay = copy_store(tmp_path)
+    stored = {p.stem for p in (store / "settings").glob("*.parquet")}
+    generations = pq.read_table(store / "generations").to_pylist()
+    scores = sorted(round(r["pass_at_1"], 4) for r in pq.read_table(store / "scores").to_pylist())
+    compact_store(store)
+    assert not list((store / "scores").glob(f"{next(iter(stored))}*"))  # packed
+    assert main(["verify", "--store", str(store)]) == 0
+    capsys.readouterr()
+    args = ["plan", "--json", *COMMON, *GRIDS[0], f"replay_path={replay}", f"store={store}"]
+    assert main(args) == 0
+    settings = [s for e in json.loads(capsys.readouterr().out)["engines"] for s in e["settings"]]
+    assert {s["action"] for s in settings} == {"execute"}
+    assert all("predate execution identities" in s["reason"] for s in settings)
+    assert {s["generated_samples"] for s in settings} == {3}  # each setting's own samples
+    packed = pq.read_table(store / "scores").to_pylist()
+    assert sorted(round(r["pass_at_1"], 4) for r in packed) == scores
+    run = ["run", "--json", *COMMON, *GRIDS[0], f"replay_path={replay}", f"store={store}"]
+    assert main(run) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert (outcome["generated"], outcome["executed"]) == (0, 2)  # into the packs' settings
+    after = pq.read_table(store / "generations").to_pylist()
+    assert [{k: r[k] for k in g} for r, g in zip(after, generations, strict=True)] == generations
+    assert len(pq.read_table(store / "scores")) == 3  # each setting once
+    compact_store(store)
+    assert main(["verify", "--store", str(store)]) == 0

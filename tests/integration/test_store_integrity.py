@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orchestrator.cli import main
 from tests.unit.storage.damage import flip_data_page_bit, garbage_in_data, truncate
@@ -110,3 +111,43 @@ def test_verify_finds_every_damage_and_run_redoes_exactly_the_damaged_settings(
     quarantined = {p.read_bytes() for p in (store / "quarantine").rglob("*") if p.is_file()}
     assert set(broken) <= quarantined
     assert main(["verify", "--store", str(store)]) == 0
+
+
+@pytest.mark.heavy
+def test_a_run_on_a_compacted_store_redoes_exactly_what_a_damaged_pack_held(env, capsys, tmp_path):
+    """The same store compacted (as the end of a run leaves it), a bit flipped in its scores
+    pack and a generations shard truncated: `verify` finds both; the next run quarantines the
+    pack, gives back nothing it cannot vouch for, redoes the settings it held (execution only)
+    and the truncated one (generation), writing into the packed settings rows (their pack is
+    dissolved first), and ends with the same scores, each row once for every reader."""
+    args = grid(tmp_path)
+    run(args, capsys)
+    store = tmp_path / "store"
+    before = scores(store)
+    assert main(["compact", "--store", str(store)]) == 0
+    capsys.readouterr()
+    [pack] = (store / "scores").glob("pack-*.parquet")
+    pack.write_bytes(flip_data_page_bit(pack.read_bytes(), "pass_at_1"))
+    keys = sorted(before)
+    damage(shard(store, "generations", keys[0]), truncate)
+    assert main(["verify", "--store", str(store), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert {(p["table"], p["file"]) for p in report["problems"] if p["file"]} == {
+        ("scores", pack.name),
+        ("generations", shard(store, "generations", keys[0]).name),
+    }
+    assert set(report["settings_to_redo"]) == set(keys)  # one row group held every score
+    again = run(args, capsys)
+    assert again["generated"] == 1 and again["executed"] == 8
+    assert scores(store) == before
+    for table, row_key in (
+        ("settings", ["setting_key"]),
+        ("scores", ["setting_key"]),
+        ("executions", ["setting_key", "task_id", "sample_index"]),
+        ("generations", ["setting_key", "task_id", "sample_index"]),
+    ):
+        frame = pd.read_parquet(store / table)
+        assert not frame.duplicated(row_key).any(), table  # each row once for a plain reader
+    assert main(["compact", "--store", str(store)]) == 0
+    assert main(["verify", "--store", str(store)]) == 0
+    assert scores(store) == before

@@ -17,10 +17,12 @@ import pytest
 pytest.importorskip("vllm")
 
 from workers.backends.base import UnsupportedSetting  # noqa: E402
+from workers.backends.hf import HfOptions  # noqa: E402
+from workers.backends.vllm import VllmOptions
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix  # noqa: E402
 from workers.keys import setting_key  # noqa: E402
-from workers.spec import (  # noqa: E402
-    BackendName,
+from workers.spec import (
+    BackendOptions,  # noqa: E402
     BenchmarkSpec,
     Bnb4bitType,
     DecodingSpec,
@@ -33,7 +35,6 @@ from workers.spec import (  # noqa: E402
     SettingSpec,
     StopRule,
     Tuning,
-    VllmOptions,
 )
 
 pytestmark = pytest.mark.vllm
@@ -52,7 +53,7 @@ FIELDS = (
 )
 
 
-def engine_for(cache_dir, backend: BackendName, **vllm) -> EngineSpec:
+def engine_for(cache_dir, backend: str, **vllm) -> EngineSpec:
     model = ModelSpec(
         "tiny",
         str(cache_dir / "models" / "tiny-llama"),
@@ -63,8 +64,10 @@ def engine_for(cache_dir, backend: BackendName, **vllm) -> EngineSpec:
         "yi",
         builder="tiny",
     )
-    options = VllmOptions(max_model_len=2048, cpu_kv_cache_gib=0.25, **vllm)
-    return EngineSpec(model, backend, Dtype.FP32, Quant.NONE, vllm=options)
+    options: BackendOptions = VllmOptions(max_model_len=2048, cpu_kv_cache_gib=0.25, **vllm)
+    if backend != "vllm":  # the transformers engine it is compared with: its default options
+        options = HfOptions()
+    return EngineSpec(model, backend, Dtype.FP32, Quant.NONE, options=options)
 
 
 def requests(bench, engine, decoding, max_length, template="instruct", limit=None, **kw):
@@ -82,11 +85,11 @@ def bench(problem_set):
 
 @pytest.fixture(scope="module")
 def vllm_backend(cache_dir):
-    from workers.backends.vllm import VllmBackend
+    from workers.backends.vllm.engine import VllmBackend
 
     backend = VllmBackend()
-    info = backend.load(engine_for(cache_dir, BackendName.VLLM))
-    assert info.backend is BackendName.VLLM and "vllm" in info.backend_version
+    info = backend.load(engine_for(cache_dir, "vllm"))
+    assert info.backend == "vllm" and "vllm" in info.backend_version
     assert info.effective_dtype == "float32" and info.device == "cpu"
     assert info.options["max_model_len"] == "2048"
     assert info.options["vllm_enable_v1_multiprocessing"] == "0"
@@ -97,10 +100,10 @@ def vllm_backend(cache_dir):
 
 @pytest.fixture(scope="module")
 def hf_backend(cache_dir):
-    from workers.backends.hf import HfBackend
+    from workers.backends.hf.engine import HfBackend
 
     backend = HfBackend()
-    backend.load(engine_for(cache_dir, BackendName.HF))
+    backend.load(engine_for(cache_dir, "hf"))
     yield backend
     backend.close()
 
@@ -121,7 +124,7 @@ def test_greedy_fp32_programs_equal_hf_on_all_164_problems(
     bench, cache_dir, vllm_backend, hf_backend
 ):
     setting = SettingSpec(
-        engine_for(cache_dir, BackendName.VLLM),
+        engine_for(cache_dir, "vllm"),
         BenchmarkSpec("humanevalfix", "tests", "data"),
         "instruct",
         GREEDY,
@@ -143,7 +146,7 @@ def test_greedy_fp32_programs_equal_hf_on_all_164_problems(
 
 
 def test_seeded_sampling_repeats_across_runs_batch_shapes_and_order(bench, cache_dir, vllm_backend):
-    engine = engine_for(cache_dir, BackendName.VLLM)
+    engine = engine_for(cache_dir, "vllm")
     mine = requests(bench, engine, T08, 512, limit=20)
     alone = vllm_backend.generate(mine)
     assert differences(alone, vllm_backend.generate(mine)) == {}  # a second run
@@ -164,7 +167,7 @@ def test_seeded_sampling_repeats_across_runs_batch_shapes_and_order(bench, cache
 def test_prompt_over_the_limit_is_truncated_and_flagged_like_hf(
     bench, cache_dir, vllm_backend, hf_backend
 ):
-    engine = engine_for(cache_dir, BackendName.VLLM)
+    engine = engine_for(cache_dir, "vllm")
     cases = [
         requests(bench, engine, GREEDY, 96, limit=8),  # total: at/over the limit, not generated
         [
@@ -180,13 +183,13 @@ def test_prompt_over_the_limit_is_truncated_and_flagged_like_hf(
 
 
 def test_unsupported_options_fail_at_load_with_a_reason(cache_dir):
-    from workers.backends.vllm import VllmBackend
+    from workers.backends.vllm.engine import VllmBackend
 
-    engine = engine_for(cache_dir, BackendName.VLLM, batch_invariant=True)
+    engine = engine_for(cache_dir, "vllm", batch_invariant=True)
     with pytest.raises(UnsupportedSetting, match="batch-invariant"):
         VllmBackend().load(engine)
     int4 = replace(
-        engine_for(cache_dir, BackendName.VLLM),
+        engine_for(cache_dir, "vllm"),
         quant=Quant.INT4,
         dtype=Dtype.FP16,
         bnb_4bit_quant_type=Bnb4bitType.NF4,
@@ -277,7 +280,7 @@ def test_infibench_free_form_answers_stop_only_at_stop_words_like_hf(
     from workers.benchmarks.infibench.suite import load_suite
 
     infibench = InfiBench(load_suite(shared_data / "infibench"))
-    engine = engine_for(cache_dir, BackendName.VLLM)
+    engine = engine_for(cache_dir, "vllm")
     setting = SettingSpec(
         engine,
         BenchmarkSpec("infibench", "v2.1", "data", 6),

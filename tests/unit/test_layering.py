@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from workers.backends.registry import BACKENDS
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "layering_fixtures"
 PACKAGES = ("orchestrator", "workers", "storage")
@@ -86,8 +88,14 @@ RUN_WORKERS_ALLOWED = frozenset(
         "workers.tasks",
         "workers.benchmarks.base",
         "workers.benchmarks.registry",
+        "workers.backends.base",
+        "workers.backends.registry",
     }
 )
+# The backends' contract and registry import no heavy library (a definition lives in a module
+# that imports none): the driver may import them at any time.
+BACKEND_CONTRACTS = frozenset({"workers.backends.base", "workers.backends.registry"})
+BACKEND_NAMES = frozenset(BACKENDS)
 RAY_MODULES = frozenset(
     {"orchestrator.run.execute.dispatch", "orchestrator.run.execute.raycluster", "workers.tasks"}
 )
@@ -112,6 +120,9 @@ class Module:
     imports: frozenset[str]  # every absolute import, anywhere in the file
     top_imports: frozenset[str]  # imports executed when the module is imported
     calls: frozenset[str]  # names of plain function calls (`open(...)`)
+    # Registered backend names used to decide something: compared with, or listed in a
+    # module-level table (the driver asks a backend's definition instead).
+    backend_names: frozenset[str] = frozenset()
 
 
 def parse(path: Path, name: str) -> Module:
@@ -132,8 +143,36 @@ def parse(path: Path, name: str) -> Module:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
     return Module(
-        name, frozenset(names(ast.walk(tree))), frozenset(names(tree.body)), frozenset(calls)
+        name,
+        frozenset(names(ast.walk(tree))),
+        frozenset(names(tree.body)),
+        frozenset(calls),
+        frozenset(backend_names_used(tree)),
     )
+
+
+def backend_names_used(tree: ast.Module) -> set[str]:
+    """Backend names in comparisons (`x == "vllm"`, `x in ("hf", "vllm")`, `match` cases) and
+    in module-level tables (`ORDER = ("hf", "vllm")`, `{"hf": ...}`)."""
+
+    def constants(node: ast.AST) -> set[str]:
+        return {
+            n.value
+            for n in ast.walk(node)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in BACKEND_NAMES
+        }
+
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found |= constants(node)
+        elif isinstance(node, ast.MatchValue):
+            found |= constants(node.value)
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if isinstance(value, ast.Tuple | ast.List | ast.Set | ast.Dict):
+            found |= constants(value)
+    return found
 
 
 def within(name: str, package: str) -> bool:
@@ -238,7 +277,15 @@ def orchestrator_reaches_backends_only_lazily(m: Module) -> list[str]:
     never at import time."""
     if not within(m.name, "orchestrator"):
         return []
-    return hits(m.top_imports, ["workers.backends"])
+    return [i for i in hits(m.top_imports, ["workers.backends"]) if i not in BACKEND_CONTRACTS]
+
+
+def the_driver_asks_a_backends_definition(m: Module) -> list[str]:
+    """Outside workers/backends/, nothing decides by a backend's name: a new backend is one
+    file and its registration, not an edit of every place that knows the others."""
+    if within(m.name, "workers.backends"):
+        return []
+    return sorted(m.backend_names)
 
 
 RULES: dict[str, Callable[[Module], list[str]]] = {
@@ -256,6 +303,7 @@ RULES: dict[str, Callable[[Module], list[str]]] = {
         workers_never_import_orchestrator,
         storage_imports_nothing_of_the_project,
         orchestrator_reaches_backends_only_lazily,
+        the_driver_asks_a_backends_definition,
     )
 }
 
@@ -371,6 +419,8 @@ def test_importing_the_driver_loads_no_gpu_library():
         f"import sys, {', '.join(driver)};"
         "from workers.benchmarks.registry import get_benchmark;"
         "[get_benchmark(n) for n in ('humanevalfix', 'infibench')];"
+        "from workers.backends.registry import backend_definitions;"
+        "[d.installed() for d in backend_definitions()];"
         "print(','.join(sorted(m for m in ('torch','transformers','vllm','bitsandbytes')"
         " if m in sys.modules)))"
     )

@@ -1,18 +1,30 @@
-"""The backend interface and the lazy registry of backends.
+"""The backend contract: the `Backend` interface a worker drives, and the `BackendDefinition`
+the driver plans with.
 
 A backend loads one engine and turns requests into generations. It imports its heavy library
-(torch, transformers, vllm) inside its own module only; this module imports none of them, so
-resolving a backend name never loads CUDA.
+(torch, transformers, vllm) inside its engine module only. Its definition lives in a module that
+imports none of them (workers/backends/registry.py names it), so the driver can ask what a
+backend needs, runs and keys without loading CUDA: nothing outside workers/backends/ branches
+on a backend's name (tests/unit/test_layering.py).
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from workers.spec import BackendName, EngineInfo, EngineSpec, Generation, GenRequest
+from workers.spec import (
+    BackendOptions,
+    EngineInfo,
+    EngineSpec,
+    Generation,
+    GenRequest,
+    ModelSpec,
+    SettingSpec,
+)
 
 
 class UnknownBackend(ValueError):
@@ -25,6 +37,10 @@ class BackendUnavailable(RuntimeError):
 
 class UnsupportedSetting(ValueError):
     """A setting the backend cannot run (planned out as a skip where it is known in advance)."""
+
+
+class BackendOptionError(ValueError):
+    """A backend option's value that cannot be used (the message names the key)."""
 
 
 @runtime_checkable
@@ -63,34 +79,123 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-BACKENDS: dict[BackendName, str] = {
-    BackendName.HF: "workers.backends.hf:HfBackend",
-    BackendName.VLLM: "workers.backends.vllm:VllmBackend",
-    BackendName.REPLAY: "workers.backends.replay:ReplayBackend",
-    BackendName.FAKE: "workers.backends.fake:FakeBackend",
-}
+@dataclass(frozen=True)
+class OptionField:
+    """One option of a backend's config block (`<block>.<name>`), checked by the driver at the
+    command line's edge like every other option (orchestrator/run/config/options.py)."""
+
+    name: str  # the field of the backend's options dataclass, and the key in its block
+    kind: type  # int, float, bool or str
+    low: float | None = None  # numbers: the smallest valid value (inclusive unless low_open)
+    high: float | None = None  # numbers: the largest valid value (inclusive)
+    low_open: bool = False
+    nullable: bool = False  # null is valid (the backend then decides, and records what it did)
+    choices: tuple[str, ...] = ()  # str: the valid values (empty: any non-empty text)
+    why: str = ""  # shown with a range error when the bound has a reason
 
 
-def parse_backend_name(name: str) -> BackendName:
-    try:
-        return BackendName(name)
-    except ValueError:
-        valid = [b.value for b in BackendName]
-        close = difflib.get_close_matches(name, valid, n=1)
-        hint = f" Did you mean: {close[0]}?" if close else ""
-        raise UnknownBackend(
-            f"Unknown backend {name!r}.{hint} Available: {', '.join(valid)}"
-        ) from None
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 
 
-def make_backend(name: BackendName | str) -> Backend:
-    backend = parse_backend_name(name) if isinstance(name, str) else name
-    module_name, class_name = BACKENDS[backend].split(":")
+def options_of(engine: EngineSpec, kind: type[OptionsT]) -> OptionsT:
+    """The engine's options as its backend's options type; an engine built without options
+    (the bare `BackendOptions`) has the type's defaults. Options of another type are a
+    programming error of whoever built the EngineSpec: TypeError naming both types."""
+    if type(engine.options) is BackendOptions:
+        return kind()
+    if not isinstance(engine.options, kind):
+        raise TypeError(
+            f"engine of backend {engine.backend!r} carries {type(engine.options).__name__}, "
+            f"not {kind.__name__}"
+        )
+    return engine.options
+
+
+class BackendDefinition:
+    """What the driver knows about a backend before anything is loaded.
+
+    A backend subclasses this in a module without heavy imports and registers one instance in
+    workers/backends/registry.py. The class attributes say what it needs and how it generates;
+    the methods say which settings it cannot run, what it adds to the setting key, how its
+    typed options are built and bound to a cell, and how a unit's engine is loaded. The
+    defaults are those of a backend that needs nothing special.
+    """
+
+    name: str = ""  # the registry name: the `backend=` value and the settings rows' `backend`
+    engine: str = ""  # "module:Class" implementing Backend, imported on a worker only
+    export_name: str = ""  # its name as an inference engine in exports (Every Eval Ever)
+    library: str | None = None  # the module that must be importable for it to run here
+    distributions: tuple[str, ...] = ()  # libraries whose versions provenance records
+    loads_weights: bool = True  # needs the model's weights: preflight checks they can be had
+    uses_gpus: bool = True  # an engine reserves the model's GPUs (Ray num_gpus)
+    # One call generates many prompts (continuous batching): chunks are cut by count, the
+    # cost model batches its decode steps.
+    batched: bool = False
+    model_free: bool = False  # no model runs (replayed or fake text): nothing to estimate
+    # backend=auto tries the eligible backends, highest rank first (None: never chosen).
+    auto_rank: int | None = None
+    config_block: str | None = None  # the config block of its options (`vllm:`); None: none
+    option_fields: tuple[OptionField, ...] = ()
+    options_type: type[BackendOptions] = BackendOptions
+
+    def options(self, values: Mapping[str, Any], config: Mapping[str, Any]) -> BackendOptions:
+        """Its typed options from its block's checked values (field -> value) and, for a
+        backend that reads one, another key of the composed config. BackendOptionError for a
+        value no check of `option_fields` can express."""
+        return self.options_type(**values)
+
+    def files(
+        self, options: BackendOptions, model: ModelSpec, values: Mapping[str, Any]
+    ) -> list[str]:
+        """Files one cell's engine reads (the driver hashes them; `bind` gets the hashes)."""
+        return []
+
+    def bind(
+        self,
+        options: BackendOptions,
+        model: ModelSpec,
+        values: Mapping[str, Any],
+        hashes: Mapping[str, str],
+    ) -> BackendOptions:
+        """The options of one cell (`values`: its axis values): what `files` named, bound."""
+        return options
+
+    def skip_reason(self, setting: SettingSpec) -> str | None:
+        """Why this backend cannot run the setting (a stored skip row), or None."""
+        return None
+
+    def key_fields(self, engine: EngineSpec) -> dict[str, Any]:
+        """Fields this backend adds to the engine's keyed fields (workers/keys.py): only what
+        can change an output; each key of an existing backend is pinned by a test."""
+        return {}
+
+    def unit_engine(self, engine: EngineSpec, settings: Sequence[SettingSpec]) -> EngineSpec:
+        """The engine as a unit of `settings` loads it (never part of a key)."""
+        return engine
+
+    def gpu_requirement(self, engine: EngineSpec) -> str | None:
+        """Why the engine cannot run without a GPU whatever the cluster allows (None: it can);
+        the option that asks for one, as the user wrote it."""
+        return None
+
+    def installed(self) -> bool:
+        """Its library can be imported here (without importing it)."""
+        return self.library is None or importlib.util.find_spec(self.library) is not None
+
+    def make(self) -> Backend:
+        """A fresh Backend (imports its engine module: call on a worker)."""
+        return backend_at(self.engine, self.name)
+
+
+def backend_at(path: str, name: str) -> Backend:
+    """A fresh instance of the Backend class at `path` ("module:Class"; imports its module).
+    The driver resolves a backend's name to its path and ships the path to the worker."""
+    module_name, class_name = path.split(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise BackendUnavailable(f"backend {backend.value!r} cannot be imported: {e}") from e
+        raise BackendUnavailable(f"backend {name!r} cannot be imported: {e}") from e
     instance = getattr(module, class_name)()
     if not isinstance(instance, Backend):
-        raise TypeError(f"{BACKENDS[backend]} does not implement the Backend interface")
+        raise TypeError(f"{path} does not implement the Backend interface")
     return instance

@@ -20,15 +20,22 @@ import os
 import time
 from collections.abc import Sequence
 
-from workers.backends.base import UnsupportedSetting
-from workers.spec import (
-    BackendName,
-    EngineInfo,
-    EngineSpec,
-    Generation,
-    GenRequest,
-    precision_label,
-)
+from workers.backends.base import BackendDefinition, UnsupportedSetting
+from workers.spec import EngineInfo, EngineSpec, Generation, GenRequest, precision_label
+
+
+class FakeDefinition(BackendDefinition):
+    """Model-free and deterministic, but scheduled like a model: it holds the GPUs it is given
+    (tests fake GPU resources), so orchestration tests see real placement."""
+
+    name = "fake"
+    engine = "workers.backends.fake:FakeBackend"
+    export_name = "fake"
+    loads_weights = False
+    model_free = True
+
+
+FAKE = FakeDefinition()
 
 
 class FakeFailure(RuntimeError):
@@ -99,7 +106,7 @@ class FakeBackend:
         # The GPUs Ray assigned, so scheduling tests can see which fake GPU served the unit.
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return EngineInfo(
-            BackendName.FAKE,
+            FAKE.name,
             "fake",
             "none",
             engine.dtype.value,

@@ -11,7 +11,6 @@ back into an earlier one, and nothing past this module sees a `DictConfig`.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,17 +42,9 @@ from orchestrator.run.config.specs import (
     RunConfig,
 )
 from orchestrator.run.config.values import CellValues, read_cells
-from workers.spec import (
-    HfOptions,
-    IsolationLevel,
-    ModelSpec,
-    SandboxLimits,
-    Tuning,
-    VllmOptions,
-)
-
-# What a `replay_path` pattern may name: one file per model, variant and template of a sweep.
-REPLAY_FIELDS = ("model", "variant", "template")
+from workers.backends.base import BackendOptionError
+from workers.backends.registry import backend_definitions
+from workers.spec import BackendOptions, IsolationLevel, ModelSpec, SandboxLimits, Tuning
 
 
 def load_run_config(overrides: Sequence[str]) -> RunConfig:
@@ -91,8 +82,7 @@ def _run_config(
         defaults=CellDefaults(cells.defaults),
         axes=cells.axes,
         decodings=cells.decodings,
-        hf=HfOptions(device=o["hf.device"]),
-        vllm=VllmOptions(**_block(o, "vllm")),
+        backends=_backends(cfg, o),
         limits=SandboxLimits(
             timeout_s=o["execution.timeout_s"],
             memory_mb=o["execution.memory_mb"],
@@ -102,11 +92,11 @@ def _run_config(
         ),
         exec_workers=o["execution.workers"],
         cluster=_cluster_spec(cfg, o),
-        replay_path=_replay_pattern(cfg.get("replay_path")),
         cache_dir=str(cfg["paths"]["cache_dir"]),
         overrides=overrides,
         checkpoint=ChunkPolicy(**_block(o, "checkpoint")),
         progress_every_s=o["progress.every_s"],
+        compact_after_run=o["compaction.after_run"],
         estimate=EstimateSpec(**_block(o, "estimate")),
         preflight=PreflightSpec(**_block(o, "preflight")),
     )
@@ -170,20 +160,19 @@ def _benchmark_conf(cfg: Mapping[str, Any], limit: int | None) -> BenchmarkConf:
     )
 
 
-def _replay_pattern(value: Any) -> str | None:
-    """`replay_path`: a file, or a pattern naming `{model}`, `{variant}` and `{template}` (the
-    axis values of each cell); any other placeholder is an error."""
-    if value is None:
-        return None
-    text = str(value)
-    try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
-    except ValueError as e:
-        raise ConfigError(f"replay_path {text!r}: {e} (write {{{{ and }}}} for braces)") from e
-    for name in fields:
-        if name not in REPLAY_FIELDS:
-            raise choice_error("replay_path placeholder", name, REPLAY_FIELDS)
-    return text
+def _backends(
+    cfg: Mapping[str, Any], options: Mapping[str, Any]
+) -> tuple[tuple[str, BackendOptions], ...]:
+    """Each registered backend's typed options, from its block's checked values."""
+    out = []
+    for definition in backend_definitions():
+        block = definition.config_block
+        values = _block(options, block) if block and block in cfg else {}
+        try:
+            out.append((definition.name, definition.options(values, cfg)))
+        except BackendOptionError as e:
+            raise ConfigError(str(e)) from None
+    return tuple(out)
 
 
 def _problems(value: Any) -> tuple[str, ...] | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from orchestrator.analysis.cost import GPUS
 from orchestrator.errors import ConfigError
+from workers.backends.base import OptionField
+from workers.backends.registry import backend_definitions
 
 
 def choice_error(what: str, value: Any, choices: Sequence[Any]) -> ConfigError:
@@ -100,10 +102,7 @@ OPTION_NUMBERS: dict[str, Range] = {
     "checkpoint.first_samples": Range(int, 1),
     "checkpoint.batched_samples": Range(int, 1),
     "progress.every_s": Range(float, 0, low_open=True),
-    "vllm.max_model_len": Range(int, 1, nullable=True),
-    "vllm.gpu_memory_utilization": Range(float, 0, 1, low_open=True),
-    "vllm.cpu_kv_cache_gib": Range(float, 0, low_open=True),
-    "vllm.tensor_parallel_size": Range(int, 1, nullable=True),
+    "compaction.after_run": Range(int, 1, nullable=True),
     "cluster.connect_timeout_s": Range(
         float, 0, 600, low_open=True, why="an unreachable cluster.address fails after this long"
     ),
@@ -115,11 +114,10 @@ OPTION_NUMBERS: dict[str, Range] = {
     "preflight.hub_timeout_s": Range(float, 0, 600, low_open=True),
 }
 
-OPTION_FLAGS = ("vllm.enforce_eager", "vllm.batch_invariant", "cluster.cpu_if_no_gpus")
+OPTION_FLAGS = ("cluster.cpu_if_no_gpus",)
 
 # Options that name one of a few values.
 OPTION_CHOICES: dict[str, tuple[str, ...]] = {
-    "hf.device": ("auto", "cpu", "cuda"),
     "estimate.gpu": ("auto", *GPUS),
 }
 
@@ -184,7 +182,40 @@ def option(cfg: Mapping[str, Any], key: str) -> Any:
 
 
 def read_options(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Every numeric, boolean and choice option of the composed config, checked: dotted key
-    -> value. The first bad one is a ConfigError naming it."""
-    keys = [*OPTION_NUMBERS, *OPTION_FLAGS, *OPTION_CHOICES]
-    return {key: option(cfg, key) for key in keys}
+    """Every numeric, boolean and choice option of the composed config, the backends' blocks
+    included (each backend's definition declares its fields): dotted key -> value. The first
+    bad one is a ConfigError naming it."""
+    checked = {key: option(cfg, key) for key in [*OPTION_NUMBERS, *OPTION_FLAGS, *OPTION_CHOICES]}
+    for definition in backend_definitions():
+        block = definition.config_block
+        if block is None or block not in cfg:
+            continue  # no block in the config: the backend's options keep their defaults
+        for fld in definition.option_fields:
+            key = f"{block}.{fld.name}"
+            checked[key] = backend_option(key, _node(cfg, key), fld)
+    return checked
+
+
+def backend_option(key: str, value: Any, fld: OptionField) -> Any:
+    """One field of a backend's block, checked as its OptionField says."""
+    if value is None and fld.nullable:
+        return None
+    if fld.kind is bool:
+        return flag(key, value)
+    if fld.kind is str:
+        if fld.choices and str(value) not in fld.choices:
+            raise choice_error(key, value, fld.choices)
+        if value is None or not str(value).strip():
+            raise ConfigError(f"{key} must be a non-empty text, got {value!r}")
+        return str(value)
+    spec = Range(fld.kind, fld.low, fld.high, fld.low_open, fld.nullable, fld.why)
+    return number(key, value, spec)
+
+
+def _node(cfg: Mapping[str, Any], key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise ConfigError(f"the config has no {key} (the backend's block is incomplete)")
+        node = node[part]
+    return node

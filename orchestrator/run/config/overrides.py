@@ -42,6 +42,8 @@ GRID_AXES = (
 )
 # Config groups (folders of sweeps/): a value names a file in the folder.
 GROUPS = ("model", "benchmark", "grid", "cluster", "experiment")
+# Groups whose files set top-level keys (`# @package _global_`): no key is named after them.
+GLOBAL_GROUPS = ("experiment",)
 # Mappings whose entries are the user's to name: `+decodings.hot={...}` adds a preset.
 OPEN_MAPPINGS = ("decodings",)
 # Keys whose comma list is one value (a list), never a sweep: `benchmark.problems=a,b`.
@@ -143,10 +145,28 @@ def check_keys(parsed: ParsedOverrides, base: DictConfig) -> None:
         node: Any = base
         for depth, part in enumerate(parts):
             if not isinstance(node, DictConfig) or part not in node:
-                parent = ".".join(parts[:depth])
-                siblings = sorted(str(k) for k in node) if isinstance(node, DictConfig) else []
-                what = "config key" + (f" under {parent!r}" if parent else "")
-                what += " (added with +)" if added else ""
-                raise choice_error(what, part, siblings)
+                raise _unknown_key(key, parts, depth, node, added)
             node = node[part]
         raise ConfigError(f"config key {key!r} cannot be set from the command line")
+
+
+def _unknown_key(key: str, parts: list[str], depth: int, node: Any, added: bool) -> ConfigError:
+    """The error for `parts[depth]`, absent from `node`. At the top, the groups count among
+    the valid names whether or not this command line selects them (a group is no key of the
+    composed config until it is selected: `modle=tiny` alone must still suggest `model`)."""
+    part = parts[depth]
+    siblings = {str(k) for k in node} if isinstance(node, DictConfig) else set()
+    if depth == 0:
+        if part in GLOBAL_GROUPS and len(parts) > 1:
+            return ConfigError(
+                f"no config key {key!r}: {part}=NAME selects a file that sets top-level keys"
+            )
+        if part in GROUPS and len(parts) > 1:
+            return ConfigError(
+                f"config key {key!r} belongs to a {part}: select one with {part}=NAME"
+            )
+        siblings |= set(GROUPS)
+    parent = ".".join(parts[:depth])
+    what = "config key" + (f" under {parent!r}" if parent else "")
+    what += " (added with +)" if added else ""
+    return choice_error(what, part, sorted(siblings))

@@ -6,17 +6,17 @@ CLI edge, from values already checked (config/options.py, config/values.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from workers.benchmarks.base import BenchmarkSource
 from workers.spec import (
+    BackendOptions,
     DecodingSpec,
-    HfOptions,
     ModelSpec,
     SandboxLimits,
-    VllmOptions,
     select_problems,
 )
 
@@ -111,18 +111,30 @@ class RunConfig:
     defaults: CellDefaults
     axes: tuple[tuple[str, tuple[Any, ...]], ...]  # ordered: the grid's product order
     decodings: tuple[tuple[str, DecodingSpec], ...]
-    hf: HfOptions
-    vllm: VllmOptions
+    # Every registered backend's typed options, from its config block (its definition's
+    # `options`), in registry order; a cell's engine gets its backend's, bound to the cell.
+    backends: tuple[tuple[str, BackendOptions], ...]
     limits: SandboxLimits
     exec_workers: int | None
     cluster: ClusterSpec
-    replay_path: str | None
     cache_dir: str
     overrides: tuple[str, ...] = field(default=())
     checkpoint: ChunkPolicy = field(default_factory=ChunkPolicy)
     progress_every_s: float = 30.0  # off a terminal: a progress line per engine this often
+    # A run that ends packs a table's finished shards once it has this many loose ones (None:
+    # never). Packing pays per file read at thousands of settings; a few dozen read fast loose.
+    compact_after_run: int | None = 200
     estimate: EstimateSpec = field(default_factory=EstimateSpec)
     preflight: PreflightSpec = field(default_factory=PreflightSpec)
 
     def decoding_map(self) -> dict[str, DecodingSpec]:
         return dict(self.decodings)
+
+    def backend_options(self, name: str) -> BackendOptions:
+        """The configured options of the backend registered as `name`."""
+        return dict(self.backends)[name]
+
+    def with_backend_options(self, name: str, options: BackendOptions) -> RunConfig:
+        """This config with `name`'s options replaced (an import names its file this way)."""
+        backends = tuple((n, options if n == name else o) for n, o in self.backends)
+        return dataclasses.replace(self, backends=backends)

@@ -18,11 +18,11 @@ from orchestrator.run.config.options import (
     parse_choice,
 )
 from orchestrator.run.config.overrides import GRID_AXES
+from workers.backends.registry import BACKENDS
 from workers.benchmarks.base import BenchmarkDefinition
 from workers.benchmarks.registry import UnknownBenchmark, get_benchmark
 from workers.spec import (
     PRECISIONS,
-    BackendName,
     Bnb4bitType,
     DecodingSpec,
     Dtype,
@@ -31,7 +31,6 @@ from workers.spec import (
     SeedPolicy,
 )
 
-BACKEND_CHOICES = (*(b.value for b in BackendName), "auto")
 # Sampling temperatures: above 0 (0 is greedy: say so), at most 2 (the largest the OpenAI API and
 # the code-LLM literature use; beyond it sampling is close to uniform noise, and `t9` is far
 # more likely a typo of t0.9 than a setting anyone means).
@@ -123,8 +122,9 @@ def validate_cell_value(
     if name in enums:
         return parse_choice(enums[name], name, value).value
     if name == "backend":
-        if str(value) not in BACKEND_CHOICES:
-            raise choice_error("backend", value, BACKEND_CHOICES)
+        choices = (*BACKENDS, "auto")  # auto: the eligible backend of highest rank
+        if str(value) not in choices:
+            raise choice_error("backend", value, choices)
         return str(value)
     raise choice_error("setting field", name, GRID_AXES)
 

@@ -48,6 +48,7 @@ from orchestrator.run.preflight.hardware import (
 )
 from orchestrator.run.prepare.prepared import PreparedGrid
 from storage.store import Store
+from workers.backends.registry import get_backend
 from workers.keys import engine_key
 from workers.spec import SettingSpec, precision_label
 
@@ -152,7 +153,7 @@ def estimate_unit(
     e = unit.engine
     on_cpu = check.placement is Placement.CPU
     run_device = devices.cpu if on_cpu else devices.gpu
-    kind = (e.model.repo_id, e.backend.value, e.dtype.value, e.quant.value)
+    kind = (e.model.repo_id, e.backend, e.dtype.value, e.quant.value)
 
     def measured(device_class: str) -> tuple[float, float] | None:
         rate = rates.get((*kind, device_class))
@@ -213,11 +214,11 @@ def _engine_row(item: PlannedSetting, check: HardwareCheck | None) -> dict[str, 
     return {
         "engine_key": engine_key(e),
         "model": e.model.name,
-        "backend": e.backend.value,
+        "backend": e.backend,
         "dtype": e.dtype.value,
         "quant": e.quant.value,
         "num_gpus": e.model.num_gpus,
-        "replay_path": e.replay_path,
+        "backend_options": asdict(e.options),
         "placement": check.placement.value if check else None,
         "placement_reason": check.reason if check else None,
         "settings": [],
@@ -259,11 +260,13 @@ def _estimate_units(
             counter = counters[model.repo_id] = token_counter(
                 model, config.estimate.chars_per_token
             )
+        definition = get_backend(unit.engine.backend)
         work = EngineWork(
             model.size_b,
             unit.engine.dtype,
             unit.engine.quant,
-            unit.engine.backend,
+            definition.batched,
+            definition.model_free,
             model.num_gpus,
             tuple(setting_work(prepared, i, counter) for i in unit.settings),
         )

@@ -19,7 +19,7 @@ from orchestrator.analysis.schedule import Schedule, UnitJob, schedule_units
 from orchestrator.run.config.specs import ClusterSpec
 from orchestrator.run.plan.planner import EngineUnit
 from orchestrator.run.preflight.hardware import GpuInventory, gpus_needed
-from workers.spec import BackendName
+from workers.backends.registry import get_backend
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def size_unit(
     # the dispatcher's rules: replicas share one GPU, so a multi-GPU model runs one; vLLM
     # batches a unit's settings itself
     requested = cluster.replicas if unit.engine.model.num_gpus == 1 else 1
-    batched = unit.engine.backend is BackendName.VLLM
+    batched = get_backend(unit.engine.backend).batched
     sequential = [i.setting.sequential_stream for i in unit.settings]
     seq_model = _generate_s(work, sequential, gpu, params)
     par_model = _generate_s(work, [not s for s in sequential], gpu, params)

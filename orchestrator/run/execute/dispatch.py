@@ -44,6 +44,7 @@ from orchestrator.run.execute.units import (
 )
 from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import Action, Plan, PlannedSetting
+from workers.backends.registry import get_backend
 from workers.spec import SettingFailure
 from workers.tasks import EngineWorker, execute_samples
 
@@ -132,7 +133,7 @@ class Dispatcher:
                 num_cpus=opts.engine_cpus,
                 max_restarts=opts.max_retries,
                 max_task_retries=opts.max_retries,
-            ).remote(unit.engine)
+            ).remote(unit.engine, get_backend(unit.engine.backend).engine)
             running.replicas.append(Replica(index, actor, time.monotonic()))
             self.summary.engine_loads += 1
         self._feed(running)

@@ -65,6 +65,7 @@ def run_grid(
             ):
                 stop.check()
                 summary = _dispatch(prepared, plan, run, progress, stop)
+            _compact(store, prepared.config.compact_after_run)
     return _outcome(run.run_id, plan, summary, grid_state(store, prepared.cells))
 
 
@@ -79,6 +80,19 @@ def _open_store(store: Store, prepared: PreparedGrid, retry_failed: bool) -> Pla
     upgrade_shards(store)  # shards of an older schema: same columns as every other shard
     _log_plan(plan)
     return plan
+
+
+def _compact(store: Store, min_loose: int | None) -> None:
+    """A run that ended (an interrupted one raised before this) packs its finished shards once
+    there are enough of them, still under the writer lock; docs/store.md, "Compaction"."""
+    if min_loose is None:
+        return
+    from storage.compact import compact_if_due
+
+    report = compact_if_due(store, min_loose)
+    if report is not None:
+        packed = sum(t.shards_packed for t in report.tables)
+        logger.info("compaction: %d shard(s) packed, %d loose recorded", packed, report.recorded)
 
 
 def _record(store: Store, prepared: PreparedGrid, plan: Plan, command: str) -> RunRecord:

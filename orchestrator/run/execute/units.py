@@ -16,7 +16,8 @@ from orchestrator.run.config.specs import ChunkPolicy, ClusterSpec
 from orchestrator.run.execute.chunks import UnitQueue, resume
 from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import EngineUnit, PlannedSetting
-from workers.spec import BackendName, ChunkRequest, SandboxLimits
+from workers.backends.registry import get_backend
+from workers.spec import ChunkRequest, SandboxLimits
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def replica_gpus(
 ) -> float:
     """The GPUs one replica of the unit asks Ray for (0: it runs on CPU or loads no model)."""
     wanted = unit.engine.model.num_gpus
-    if unit.engine.backend is BackendName.REPLAY:
+    if not get_backend(unit.engine.backend).uses_gpus:
         return 0  # no model to place
     if cluster_gpus <= 0:
         if not cluster.cpu_if_no_gpus:
@@ -175,7 +176,7 @@ def unit_queue(
             )
         works.append(work)
         items[item.key] = item
-    batched = unit.engine.backend is BackendName.VLLM
+    batched = get_backend(unit.engine.backend).batched
     queue = UnitQueue(works, checkpoint, batched, replicas)
     return RunningUnit(unit, queue, items, order=order)
 

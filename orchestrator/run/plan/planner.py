@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.analysis.cost import CostParams, bytes_per_weight, quant_factor
@@ -12,8 +12,9 @@ from orchestrator.run.prepare.grid import Cell
 from orchestrator.run.prepare.prepared import ExecutionIdentity
 from storage.index import SettingState
 from storage.schema import SettingStatus
+from workers.backends.registry import get_backend
 from workers.keys import engine_key
-from workers.spec import BackendName, EngineSpec, LengthSemantics, SettingSpec
+from workers.spec import EngineSpec, SettingSpec
 
 COST = CostParams()  # the cost model's published constants (the ordering needs no config)
 
@@ -187,13 +188,6 @@ def group_units(planned: Sequence[PlannedSetting]) -> tuple[EngineUnit, ...]:
 
 
 def unit_engine(engine: EngineSpec, settings: Sequence[SettingSpec]) -> EngineSpec:
-    """The engine as the unit's worker loads it. vLLM's `max_model_len` None becomes the largest
-    max_length of the unit's settings when they all count prompt + output tokens (total
-    semantics); with a new_tokens setting the prompt lengths would be needed, so it stays None
-    and the backend uses the model's context length. Not part of any key."""
-    if engine.backend is not BackendName.VLLM or engine.vllm.max_model_len is not None:
-        return engine
-    if not settings or any(s.length_semantics is not LengthSemantics.TOTAL for s in settings):
-        return engine
-    longest = max(s.max_length for s in settings)
-    return replace(engine, vllm=replace(engine.vllm, max_model_len=longest))
+    """The engine as the unit's worker loads it: its backend's definition decides (vLLM sizes
+    its context to the unit's settings). Not part of any key."""
+    return get_backend(engine.backend).unit_engine(engine, settings)

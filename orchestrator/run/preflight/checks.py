@@ -27,10 +27,9 @@ from orchestrator.run.preflight.hardware import (
 )
 from orchestrator.run.preflight.weights import WeightsCheck, WeightsStatus, check_all
 from orchestrator.run.prepare.prepared import PreparedGrid
+from workers.backends.registry import get_backend
 from workers.keys import engine_key
-from workers.spec import BackendName, EngineSpec
-
-NEEDS_WEIGHTS = (BackendName.HF, BackendName.VLLM)  # replay and fake load no model
+from workers.spec import EngineSpec
 
 
 class Severity(StrEnum):
@@ -149,7 +148,7 @@ def preflight(prepared: PreparedGrid, plan: Plan | None = None) -> PreflightRepo
         for h in hardware
         if h.placement is Placement.IMPOSSIBLE
     ]
-    models = [e.model for e in engines if e.backend in NEEDS_WEIGHTS]
+    models = [e.model for e in engines if get_backend(e.backend).loads_weights]
     weights = check_all(models, config.preflight.hub_timeout_s)
     problems += weights_problems(weights, remote=config.cluster.address is not None)
     if cluster.error is not None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from orchestrator.run.config.specs import ClusterSpec
-from workers.spec import BackendName, EngineSpec
+from workers.backends.registry import get_backend
+from workers.spec import EngineSpec
 
 NVIDIA_SMI_TIMEOUT_S = 20.0  # nvidia-smi answers in well under a second on a healthy driver
 _SMI_LINE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
@@ -128,13 +129,14 @@ class HardwareCheck:
 
 
 def gpus_needed(engine: EngineSpec) -> int:
-    """GPUs the dispatcher reserves for the engine (execute/dispatch.py: replay loads none)."""
-    return 0 if engine.backend is BackendName.REPLAY else engine.model.num_gpus
+    """GPUs the dispatcher reserves for the engine (execute/dispatch.py): the model's, for a
+    backend that uses GPUs."""
+    return engine.model.num_gpus if get_backend(engine.backend).uses_gpus else 0
 
 
 def engine_label(engine: EngineSpec) -> str:
     """ "model backend dtype/quant": how plan names an engine."""
-    return f"{engine.model.name} {engine.backend.value} {engine.dtype.value}/{engine.quant.value}"
+    return f"{engine.model.name} {engine.backend} {engine.dtype.value}/{engine.quant.value}"
 
 
 def place(engine: EngineSpec, gpus: GpuInventory, cluster: ClusterSpec) -> HardwareCheck:
@@ -151,8 +153,9 @@ def place(engine: EngineSpec, gpus: GpuInventory, cluster: ClusterSpec) -> Hardw
     if gpus.count is None:
         return check(Placement.UNKNOWN, f"needs {needed} GPU(s); checked when Ray connects")
     if gpus.count == 0:
-        if engine.hf.device == "cuda" and engine.backend is BackendName.HF:
-            return check(Placement.IMPOSSIBLE, "hf.device=cuda and this machine has no GPU")
+        required = get_backend(engine.backend).gpu_requirement(engine)
+        if required is not None:
+            return check(Placement.IMPOSSIBLE, f"{required} and this machine has no GPU")
         if cluster.cpu_if_no_gpus:
             return check(
                 Placement.CPU,

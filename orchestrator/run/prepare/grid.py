@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.run.config.specs import RunConfig
+from workers.backends.base import BackendDefinition
+from workers.backends.registry import backend_definitions, get_backend
 from workers.benchmarks.base import BenchmarkDefinition
 from workers.benchmarks.registry import get_benchmark
 from workers.keys import path_keyed, setting_key
 from workers.spec import (
     PRECISIONS,
-    BackendName,
     BenchmarkSpec,
     Bnb4bitType,
     Dtype,
@@ -26,51 +27,38 @@ from workers.spec import (
     SettingSpec,
 )
 
-VLLM_INT8_REASON = (
-    "vLLM quantizes with bitsandbytes only to 4-bit in flight; 8-bit needs a pre-quantized "
-    "checkpoint (use backend=hf, or backend=auto to route 8-bit to transformers)"
-)
-VLLM_FP4_REASON = (
-    "vLLM's in-flight bitsandbytes 4-bit is nf4 with double quantization; the harness's fp4 "
-    "runs on transformers only (use backend=hf, or backend=auto to route it there)"
-)
-VLLM_HARNESS_SEED_REASON = (
-    "vLLM has no global sampling stream: sampled settings need seed_policy=per_sample"
-)
 GREEDY_MULTI_REASON = (
     "greedy decoding with samples_per_call > 1 (transformers refuses num_return_sequences > 1 "
     "for greedy search; the harness requires --batch_size 1)"
 )
-REPLAY_REASON = "backend=replay needs replay_path (a JSONL of raw continuations)"
+AUTO = "auto"  # the `backend` value that picks a registered backend per cell
 
 
 @dataclass(frozen=True)
 class Environment:
     """Facts about where the grid will run that planning needs (gathered at the CLI edge)."""
 
-    vllm_installed: bool = False
-    replay_files: Mapping[str, str] = field(default_factory=dict)  # replay file -> its sha256
+    # The backends whose library is installed here (backend=auto picks among them).
+    installed: frozenset[str] = frozenset()
+    # Files the backends' cells read (a replay file) -> their sha256: keyed by content.
+    file_hashes: Mapping[str, str] = field(default_factory=dict)
     # repo_id -> what a local folder holds (prepare/modelid.py): the model's identity in the
     # key. A repo_id without an entry is keyed as itself (a Hub id).
     model_identities: Mapping[str, str] = field(default_factory=dict)
 
 
-def replay_file(pattern: str, model: ModelSpec, values: Mapping[str, Any]) -> str:
-    """The replay file of one cell: `replay_path` with its placeholders filled."""
-    return pattern.format(model=model.name, variant=values["variant"], template=values["template"])
-
-
-def replay_files(config: RunConfig) -> list[str]:
-    """Every replay file the grid names, in grid order (one, unless `replay_path` is a
-    pattern)."""
-    if config.replay_path is None:
-        return []
+def backend_files(config: RunConfig) -> list[str]:
+    """Every file the grid's cells read (a replay file per model, variant and template), in
+    grid order; each is hashed into its cells' keys."""
     base = config.defaults.as_dict()
-    files = [
-        replay_file(config.replay_path, model, {**base, **assignment})
-        for model in config.models
-        for assignment in axis_assignments(config)
-    ]
+    files = []
+    for model in config.models:
+        for assignment in axis_assignments(config):
+            values = {**base, **assignment}
+            if values["backend"] == AUTO:
+                continue
+            options = config.backend_options(values["backend"])
+            files += get_backend(values["backend"]).files(options, model, values)
     return list(dict.fromkeys(files))
 
 
@@ -103,22 +91,43 @@ def axis_assignments(config: RunConfig) -> list[dict[str, Any]]:
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
-def _resolve_backend(
-    requested: str,
-    quant: Quant,
-    do_sample: bool,
-    policy: SeedPolicy,
+def _engine(
+    backend: str, model: ModelSpec, values: Mapping[str, Any], config: RunConfig, env: Environment
+) -> EngineSpec:
+    """The cell's engine on `backend`, its options bound to the cell."""
+    if values.get("precision"):
+        dtype, quant = PRECISIONS[values["precision"]]
+    else:
+        dtype, quant = Dtype(values["dtype"]), Quant(values["quant"])
+    definition = get_backend(backend)
+    options = definition.bind(config.backend_options(backend), model, values, env.file_hashes)
+    bnb = Bnb4bitType(values["bnb_4bit_quant_type"])
+    return EngineSpec(model, backend, dtype, quant, bnb, options=options)
+
+
+def _auto(
+    setting: SettingSpec,
+    model: ModelSpec,
+    values: Mapping[str, Any],
+    config: RunConfig,
     env: Environment,
-    bnb: Bnb4bitType = Bnb4bitType.FP4,
-) -> BackendName:
-    if requested != "auto":
-        return BackendName(requested)
-    vllm_ok = env.vllm_installed and quant is not Quant.INT8
-    if quant is Quant.INT4 and bnb is Bnb4bitType.FP4:
-        vllm_ok = False
-    if vllm_ok and do_sample and policy is SeedPolicy.HARNESS:
-        vllm_ok = False
-    return BackendName.VLLM if vllm_ok else BackendName.HF
+) -> SettingSpec:
+    """backend=auto: the installed backend of highest rank that can run the setting; when none
+    can, the lowest-ranked one (its skip row then says why)."""
+    ranked = _ranked()
+    for definition in ranked:
+        engine = _engine(definition.name, model, values, config, env)
+        candidate = dataclasses.replace(setting, engine=engine)
+        if definition.name in env.installed and definition.skip_reason(candidate) is None:
+            return candidate
+    fallback = _engine(ranked[-1].name, model, values, config, env)
+    return dataclasses.replace(setting, engine=fallback)
+
+
+def _ranked() -> list[BackendDefinition]:
+    """The backends backend=auto may choose, highest rank first."""
+    eligible = [d for d in backend_definitions() if d.auto_rank is not None]
+    return sorted(eligible, key=lambda d: d.auto_rank or 0, reverse=True)
 
 
 def make_cell(
@@ -129,36 +138,14 @@ def make_cell(
     env: Environment,
 ) -> Cell:
     """Build one setting from top-level values overridden by one axis assignment."""
-    decodings = config.decoding_map()
-    decoding = decodings[values["decoding"]]
-    if values.get("precision"):
-        dtype, quant = PRECISIONS[values["precision"]]
-    else:
-        dtype, quant = Dtype(values["dtype"]), Quant(values["quant"])
-    policy = SeedPolicy(values["seed_policy"])
-    bnb = Bnb4bitType(values["bnb_4bit_quant_type"])
-    backend = _resolve_backend(values["backend"], quant, decoding.do_sample, policy, env, bnb)
     benchmark = get_benchmark(config.benchmark.name)
     identity = env.model_identities.get(model.repo_id)
     if identity is not None:
         model = dataclasses.replace(model, identity=identity)
-    template = benchmark.resolve_template(values["template"], model)
-    replay = None
-    if backend is BackendName.REPLAY and config.replay_path is not None:
-        replay = replay_file(config.replay_path, model, values)
-    engine = EngineSpec(
-        model=model,
-        backend=backend,
-        dtype=dtype,
-        quant=quant,
-        bnb_4bit_quant_type=bnb,
-        hf=config.hf,
-        vllm=config.vllm,
-        replay_path=replay,
-        replay_sha256=env.replay_files.get(replay) if replay is not None else None,
-    )
+    requested = str(values["backend"])
+    backend = _ranked()[0].name if requested == AUTO else requested
     setting = SettingSpec(
-        engine=engine,
+        engine=_engine(backend, model, values, config, env),
         benchmark=BenchmarkSpec(
             name=config.benchmark.name,
             variant=str(values["variant"]),
@@ -166,15 +153,17 @@ def make_cell(
             limit=config.benchmark.limit,
             problems=config.benchmark.problems,
         ),
-        template=template,
-        decoding=decoding,
+        template=benchmark.resolve_template(values["template"], model),
+        decoding=config.decoding_map()[values["decoding"]],
         max_length=int(values["max_length"]),
         length_semantics=LengthSemantics(values["length_semantics"]),
         n_samples=int(values["n_samples"]),
         samples_per_call=int(values["samples_per_call"]),
         seed=int(values["seed"]),
-        seed_policy=policy,
+        seed_policy=SeedPolicy(values["seed_policy"]),
     )
+    if requested == AUTO:
+        setting = _auto(setting, model, values, config, env)
     skip = skip_reason(setting, benchmark)
     legacy = path_keyed(setting)
     aliases = (Cell(setting_key(legacy), legacy, skip),) if legacy is not None else ()
@@ -183,23 +172,13 @@ def make_cell(
 
 def skip_reason(setting: SettingSpec, benchmark: BenchmarkDefinition) -> str | None:
     """Why a setting cannot run, known before anything is loaded (None: it can run): the
-    benchmark's own rules first, then the backends'."""
-    engine = setting.engine
+    benchmark's own rules first, then the harness's, then the backend's (its definition)."""
     reason = benchmark.skip_reason(setting)
     if reason is not None:
         return reason
     if not setting.decoding.do_sample and setting.samples_per_call > 1:
         return GREEDY_MULTI_REASON
-    if engine.backend is BackendName.VLLM:
-        if engine.quant is Quant.INT8:
-            return VLLM_INT8_REASON
-        if engine.quant is Quant.INT4 and engine.bnb_4bit_quant_type is Bnb4bitType.FP4:
-            return VLLM_FP4_REASON
-        if setting.decoding.do_sample and setting.seed_policy is SeedPolicy.HARNESS:
-            return VLLM_HARNESS_SEED_REASON
-    if engine.backend is BackendName.REPLAY and not engine.replay_path:
-        return REPLAY_REASON
-    return None
+    return get_backend(setting.engine.backend).skip_reason(setting)
 
 
 def expand_grid(config: RunConfig, data_sha256: str, env: Environment) -> list[Cell]:

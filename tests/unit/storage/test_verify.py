@@ -332,3 +332,70 @@ def test_repeat_checks_are_named_by_their_run_and_checked_like_every_shard(finis
     store.write_rows("repeat_checks", "another-run", rows)
     [problem] = verify_store(store).problems
     assert (problem.kind, problem.table) == (ProblemKind.KEY_MISMATCH, "repeat_checks")
+
+
+# -- the same damage on a compacted store (docs/store.md, "Compaction") -------------------------
+# Settings, executions and scores are packed (one member per row group here, so a flipped bit
+# in row group 0 costs exactly the first setting); generations and the lone runs shard stay
+# loose and are found as before.
+PACKED = ("settings", "executions", "scores")
+PACK_DAMAGES: list[tuple[str, str, Callable[[bytes], bytes], ProblemKind]] = [
+    ("truncated-pack", "executions", truncate, ProblemKind.TRUNCATED),
+    ("garbage-pack", "scores", garbage_in_data, MISMATCH),
+]
+
+
+def compact_finished(store: Store) -> None:
+    from storage.compact import PackPolicy, compact
+
+    with store.writer_lock():
+        compact(store, PackPolicy(row_group_rows=1, row_group_rows_of={}))
+
+
+def the_pack(store: Store, table: str) -> Path:
+    [pack] = Path(store.table_dir(table)).glob("pack-*.parquet")
+    return pack
+
+
+@pytest.mark.parametrize("i", range(len(DAMAGES)), ids=[d[0] for d in DAMAGES])
+def test_verify_finds_each_damage_on_compacted_files(finished, i):
+    store, complete = finished
+    compact_finished(store)
+    _, table, how, kind = DAMAGES[i]
+    if table in PACKED:
+        path, key, redo = the_pack(store, table), None, [complete[0]]
+    else:
+        path = Path(store.shard_path(table, RUN_ID if table == "runs" else complete[i]))
+        key = None if table == "runs" else complete[i]
+        redo = [key] if key else []
+    path.write_bytes(how(path.read_bytes()))
+    report = verify_store(store)
+    assert [(p.kind, p.table, p.file, p.setting_key) for p in report.problems] == [
+        (kind, table, path.name, key)
+    ]
+    assert list(report.settings_to_redo) == redo
+    with store.writer_lock():
+        build_index(store, quarantine=True)
+    assert complete_keys(store) == set(complete) - set(redo)
+    for t in TABLES:
+        assert len(pd.read_parquet(Path(store.root) / t)) == store.read_table(t).num_rows
+    assert {p.kind for p in verify_store(store).problems} <= {ProblemKind.MISSING_RESULT}
+
+
+@pytest.mark.parametrize("i", range(len(PACK_DAMAGES)), ids=[d[0] for d in PACK_DAMAGES])
+def test_a_truncated_or_garbled_pack_costs_only_its_damaged_row_groups(finished, i):
+    store, complete = finished
+    compact_finished(store)
+    _, table, how, kind = PACK_DAMAGES[i]
+    path = the_pack(store, table)
+    path.write_bytes(how(path.read_bytes()))
+    report = verify_store(store)
+    assert [(p.kind, p.file) for p in report.problems] == [(kind, path.name)]
+    redo = set(report.settings_to_redo)
+    if kind is ProblemKind.TRUNCATED:
+        assert redo == set(complete)  # no footer: nothing can be vouched for
+    else:
+        assert redo and redo < set(complete)
+    with store.writer_lock():
+        build_index(store, quarantine=True)
+    assert complete_keys(store) == set(complete) - redo

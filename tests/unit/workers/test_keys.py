@@ -4,6 +4,9 @@ import dataclasses
 
 import pytest
 
+from workers.backends.hf import HfOptions
+from workers.backends.replay import ReplayOptions
+from workers.backends.vllm import VllmOptions
 from workers.keys import (
     KEY_SCHEMA_VERSION,
     UnkeyableValue,
@@ -14,19 +17,16 @@ from workers.keys import (
     setting_key,
 )
 from workers.spec import (
-    BackendName,
     BenchmarkSpec,
     DecodingSpec,
     Dtype,
     EngineSpec,
-    HfOptions,
     LengthSemantics,
     ModelSpec,
     Quant,
     SeedPolicy,
     SettingSpec,
     Tuning,
-    VllmOptions,
 )
 
 MODEL = ModelSpec("m", "org/model", "abc123", "fam", 1.0, Tuning.BASE, "instruct")
@@ -36,7 +36,7 @@ T02 = DecodingSpec("t0.2", True, 0.2, 0.95, 0)
 
 def setting(**changes) -> SettingSpec:
     base = SettingSpec(
-        engine=EngineSpec(MODEL, BackendName.HF, Dtype.BF16, Quant.NONE),
+        engine=EngineSpec(MODEL, "hf", Dtype.BF16, Quant.NONE),
         benchmark=BenchmarkSpec("humanevalfix", "tests", "datahash"),
         template="instruct",
         decoding=GREEDY,
@@ -64,12 +64,12 @@ def test_canonical_json_rejects_non_json_values(bad):
         {"n_samples": 2},
         {"benchmark": BenchmarkSpec("humanevalfix", "docs", "datahash")},
         {"benchmark": BenchmarkSpec("humanevalfix", "tests", "otherhash")},
-        {"engine": EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.NONE)},
-        {"engine": EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.INT4)},
-        {"engine": EngineSpec(MODEL, BackendName.VLLM, Dtype.BF16, Quant.NONE)},
+        {"engine": EngineSpec(MODEL, "hf", Dtype.FP16, Quant.NONE)},
+        {"engine": EngineSpec(MODEL, "hf", Dtype.FP16, Quant.INT4)},
+        {"engine": EngineSpec(MODEL, "vllm", Dtype.BF16, Quant.NONE)},
         {
             "engine": EngineSpec(
-                dataclasses.replace(MODEL, revision="def"), BackendName.HF, Dtype.BF16, Quant.NONE
+                dataclasses.replace(MODEL, revision="def"), "hf", Dtype.BF16, Quant.NONE
             )
         },
     ],
@@ -81,7 +81,7 @@ def test_output_relevant_fields_change_the_key(change):
 def test_labels_and_knobs_do_not_change_the_key():
     renamed = dataclasses.replace(MODEL, name="another-label", num_gpus=4)
     same = [
-        setting(engine=EngineSpec(renamed, BackendName.HF, Dtype.BF16, Quant.NONE)),
+        setting(engine=EngineSpec(renamed, "hf", Dtype.BF16, Quant.NONE)),
         setting(decoding=DecodingSpec("renamed-greedy", False, 0.7, 0.5, 3)),  # greedy: ignored
         setting(seed=123),  # greedy: the seed cannot change the output
         setting(samples_per_call=1, seed_policy=SeedPolicy.PER_SAMPLE),
@@ -96,7 +96,7 @@ def test_sampled_settings_key_the_seed_and_policy():
 
 
 def test_backend_options_that_cannot_change_outputs_are_not_keyed():
-    on_cpu = EngineSpec(MODEL, BackendName.HF, Dtype.BF16, Quant.NONE, hf=HfOptions(device="cpu"))
+    on_cpu = EngineSpec(MODEL, "hf", Dtype.BF16, Quant.NONE, options=HfOptions(device="cpu"))
     assert setting_key(setting(engine=on_cpu)) == setting_key(setting())
 
 
@@ -108,7 +108,7 @@ def test_a_local_folder_is_keyed_by_its_identity_not_its_path():
     other = dataclasses.replace(at_a, identity="sha256:" + "2" * 64)
 
     def keyed(m):
-        return setting(engine=EngineSpec(m, BackendName.HF, Dtype.BF16, Quant.NONE))
+        return setting(engine=EngineSpec(m, "hf", Dtype.BF16, Quant.NONE))
 
     assert setting_key(keyed(at_a)) == setting_key(keyed(at_b)) != setting_key(keyed(other))
     assert engine_key(keyed(at_a).engine) == engine_key(keyed(at_b).engine)
@@ -134,11 +134,11 @@ T08 = DecodingSpec("t0.8", True, 0.8, 0.95, 0)
 PINNED = {
     "ad11ebac2d7d0e83cd615d16fb8cd1db84b967042dad1736efd86de099957982": setting(),
     "d8b2ef162be3c0054a5bd5421f7ab26f584be29c4a1666d94a04b441d60e8d23": setting(
-        engine=EngineSpec(MODEL, BackendName.HF, Dtype.FP16, Quant.INT4)
+        engine=EngineSpec(MODEL, "hf", Dtype.FP16, Quant.INT4)
     ),
     "b5d8f9f71874f2dc8684ffd073e2f326c60a59aca04a591ce5a4dfad7b846370": setting(
         engine=EngineSpec(
-            MODEL, BackendName.VLLM, Dtype.BF16, Quant.NONE, vllm=VllmOptions(batch_invariant=True)
+            MODEL, "vllm", Dtype.BF16, Quant.NONE, options=VllmOptions(batch_invariant=True)
         )
     ),
     "5e5ca29e5fcedbed06b546d2d59da249a577cdf72b3dd72a33d785767fcd91e1": setting(
@@ -157,11 +157,10 @@ PINNED = {
     "aab750d79adbb3c6c3587c8eb5baa892e6a50a729307c4d90e1291efbe4856cc": setting(
         engine=EngineSpec(
             MODEL,
-            BackendName.REPLAY,
+            "replay",
             Dtype.BF16,
             Quant.NONE,
-            replay_path="x.jsonl",
-            replay_sha256="r" * 64,
+            options=ReplayOptions(path="x.jsonl", sha256="r" * 64),
         )
     ),
 }

@@ -21,7 +21,7 @@ from workers.keys import canonical_json, setting_fields
 
 def cells(overrides):
     config = load_run_config(["model=tiny", *overrides])
-    return expand_grid(config, "datahash", Environment(vllm_installed=True))
+    return expand_grid(config, "datahash", Environment(installed=frozenset({"hf", "vllm"})))
 
 
 def setting_json(cell) -> str:
@@ -37,7 +37,7 @@ def test_settings_that_differ_only_in_the_backend_share_a_match_key():
     by_match = {}
     for c in grid:
         by_match.setdefault(match_key(setting_json(c)), set()).add(
-            (c.setting.engine.backend.value, c.setting.decoding.name)
+            (c.setting.engine.backend, c.setting.decoding.name)
         )
     assert sorted(map(sorted, by_match.values())) == [
         [("hf", "greedy"), ("vllm", "greedy")],
@@ -83,6 +83,8 @@ def _row(key, backend, match="m", claimed=None, replay_sha256=None):
         "backend": backend,
         "claimed_backend": claimed,
         "setting_json": json.dumps(fields),
+        # what a replayed or imported setting records: no device generated its text here
+        "device": None if replay_sha256 is not None else "cpu",
     }
 
 

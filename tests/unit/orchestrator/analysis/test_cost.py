@@ -21,7 +21,7 @@ from orchestrator.analysis.cost import (
     step_seconds,
     throughput,
 )
-from workers.spec import BackendName, Dtype, LengthSemantics, Quant
+from workers.spec import Dtype, LengthSemantics, Quant
 
 TOTAL = LengthSemantics.TOTAL
 NO_FLOOR = CostParams(step_floor_gpu_s=0.0, step_floor_cpu_s=0.0)
@@ -60,9 +60,11 @@ def test_output_tokens_is_the_prior_capped_by_the_limit(n_prompt, max_length, se
     assert output_tokens(n_prompt, max_length, semantics, prior=200) == expected
 
 
-def work(quant=Quant.NONE, dtype=Dtype.FP16, backend=BackendName.HF, size_b=7.0, prompts=(10,)):
+def work(
+    quant=Quant.NONE, dtype=Dtype.FP16, batched=False, model_free=False, size_b=7.0, prompts=(10,)
+):
     setting = SettingWork(tuple(prompts), 1, 2048, TOTAL)
-    return EngineWork(size_b, dtype, quant, backend, 1, (setting,))
+    return EngineWork(size_b, dtype, quant, batched, model_free, 1, (setting,))
 
 
 def test_the_call_factor_reproduces_its_source():
@@ -118,13 +120,13 @@ def test_vllm_decodes_sequences_together():
     gpu = GPUS["h100"]
     prompts = tuple([100] * 64)
     hf = estimate_engine(work(prompts=prompts), gpu, CostParams())
-    vllm = estimate_engine(work(prompts=prompts, backend=BackendName.VLLM), gpu, CostParams())
+    vllm = estimate_engine(work(prompts=prompts, batched=True), gpu, CostParams())
     assert vllm.generate_s < hf.generate_s / 10
 
 
 def test_model_free_backends_cost_nothing():
-    for backend in (BackendName.FAKE, BackendName.REPLAY):
-        assert estimate_engine(work(backend=backend), GPUS["h100"], CostParams()).total_s == 0.0
+    free = work(model_free=True)
+    assert estimate_engine(free, GPUS["h100"], CostParams()).total_s == 0.0
 
 
 @pytest.mark.parametrize(

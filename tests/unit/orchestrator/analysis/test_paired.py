@@ -1,9 +1,10 @@
 """The paired comparison against the field's libraries (scipy.stats, statsmodels).
 
 Exact quantities (the McNemar p, the exhaustive sign-flip p, Holm, BH) must agree within 1e-9.
-Resampled ones (bootstrap intervals, randomized sign-flip p) draw other random numbers than scipy
-does, so they agree within the Monte Carlo tolerance docs/statistics.md derives: five standard
-deviations of the difference of two independent estimates.
+The bootstrap intervals equal scipy's within 1e-9 too, on the same draws (same seed). Randomized
+sign-flip p-values draw other random numbers than scipy does, so they agree within the Monte
+Carlo tolerance docs/statistics.md derives (five standard deviations of the difference of two
+independent estimates); on pass rates, whose sums tie exactly, against the exact p.
 """
 
 from __future__ import annotations
@@ -89,62 +90,138 @@ def test_exhaustive_sign_flip_equals_scipy_permutation_test_on_1000_samples():
         assert result.p_value == pytest.approx(oracle, abs=TIGHT)
 
 
-def ci_tolerance(d: np.ndarray, n_resamples: int, binary: bool) -> float:
-    """Five standard deviations of the difference of two percentile-bootstrap 2.5% quantiles:
-    sqrt(2) x sqrt(0.025 x 0.975 / R) / phi(1.96) x SE = 3.78 / sqrt(R) x SE, plus one problem
-    (1/n) for pass/fail differences, whose quantiles move on a lattice."""
-    se = d.std(ddof=1) / math.sqrt(d.size) if d.size > 1 and d.std() > 0 else 1 / d.size
-    return 5 * 3.78 / math.sqrt(n_resamples) * se + (1 / d.size if binary else 0) + TIGHT
+def random_pair(rng: np.random.Generator, n: int, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Two sides over n problems: pass/fail (some flipped) or scores in [0, 1]."""
+    if binary:
+        a = rng.random(n) < rng.random()
+        return a, np.where(rng.random(n) < 0.25 * rng.random(), ~a, a)
+    a = rng.random(n)
+    return a, np.clip(a + rng.normal(rng.normal(0, 0.02), 0.2, n), 0, 1)
 
 
-def p_tolerance(p: float, n_resamples: int) -> float:
-    """Five standard deviations of the difference of two randomized two-sided p-values (each is
-    twice a one-sided share q = p / 2), plus the +1 corrections."""
-    q = min(max(p / 2, 1 / n_resamples), 0.5)
-    return 5 * 2 * math.sqrt(2 * q * (1 - q) / n_resamples) + 4 / n_resamples
-
-
-def test_bootstrap_intervals_match_scipy_within_the_monte_carlo_tolerance_on_1000_samples():
+def test_bootstrap_intervals_equal_scipy_on_the_same_draws_on_1000_samples():
+    """draw_resamples first draws default_rng(seed).integers(0, n, (R, n)), the call
+    scipy.stats.bootstrap makes on the generator it is given (batch=None), so with the same seed
+    both resample the same problems; both take linear-interpolation percentiles, so the
+    intervals agree to rounding (1e-9), not merely within a Monte Carlo tolerance. The check
+    tells confidence levels apart: our 90% and 97.5% intervals miss scipy's 95% one on every
+    sample of scores; on pass/fail samples only where the resampled means take so few values
+    (a handful of discordant problems) that the percentiles coincide (284 of the 1,000 checks)."""
     rng = np.random.default_rng(21)
     resamples = 500
+    other_levels_passed = {True: 0, False: 0}  # pass/fail samples, score samples
     for i in range(N_CASES):
-        n = int(rng.integers(10, 80))
         binary = i % 2 == 0
-        if binary:
-            a = rng.random(n) < rng.random()
-            b = np.where(rng.random(n) < 0.25 * rng.random(), ~a, a)
-            d = b.astype(float) - a
-        else:
-            a = rng.random(n)
-            b = np.clip(a + rng.normal(0, 0.2, n), 0, 1)
-            d = b - a
-        result = compare_paired(a, b, n_resamples=resamples, seed=i)
+        a, b = random_pair(rng, int(rng.integers(10, 80)), binary)
+        d = b.astype(float) - a
         oracle = stats.bootstrap(
-            (d,), _mean, method="percentile", n_resamples=resamples, random_state=i
+            (d,),
+            _mean,
+            method="percentile",
+            n_resamples=resamples,
+            vectorized=True,
+            rng=np.random.default_rng(i),
         ).confidence_interval
-        tol = 100 * ci_tolerance(d, resamples, binary)
-        assert abs(result.ci_low_pp - 100 * oracle.low) <= tol, (i, result, oracle)
-        assert abs(result.ci_high_pp - 100 * oracle.high) <= tol, (i, result, oracle)
-
-
-def test_randomized_sign_flip_matches_scipy_within_the_monte_carlo_tolerance():
-    rng = np.random.default_rng(22)
-    resamples = 10_000
-    for i in range(12):
-        n = int(rng.integers(30, 235))
-        a = rng.random(n)
-        b = np.clip(a + rng.normal(rng.normal(0, 0.02), 0.2, n), 0, 1)
+        expected = (100 * oracle.low, 100 * oracle.high)
         result = compare_paired(a, b, n_resamples=resamples, seed=i)
-        assert not result.exhaustive
+        assert (result.ci_low_pp, result.ci_high_pp) == pytest.approx(expected, abs=TIGHT), i
+        for level in (0.90, 0.975):
+            other = compare_paired(a, b, confidence=level, n_resamples=resamples, seed=i)
+            if (other.ci_low_pp, other.ci_high_pp) == pytest.approx(expected, abs=TIGHT):
+                other_levels_passed[binary] += 1
+    assert other_levels_passed[False] == 0
+    assert other_levels_passed[True] <= 0.3 * N_CASES  # of N_CASES checks (500 samples x 2)
+
+
+def p_tolerance(p: float, n_resamples: int, estimates: int = 2) -> float:
+    """Five standard deviations of a randomized two-sided p-value (twice a one-sided share
+    q = p / 2) against the exact p (`estimates` 1) or against another randomized p (2), plus
+    the +1 corrections."""
+    q = min(max(p / 2, 1 / n_resamples), 0.5)
+    return 5 * 2 * math.sqrt(estimates * q * (1 - q) / n_resamples) + 2 * estimates / n_resamples
+
+
+SIGN_FLIP_GROUPS = 10  # problem counts; each group's samples share one set of draws per side
+SIGN_FLIP_PER_GROUP = 20
+
+
+def test_randomized_sign_flip_matches_scipy_within_the_monte_carlo_tolerance_on_200_samples():
+    """200 samples of 30-234 problems, p-values from 1e-4 to 1: ours (one draw per group,
+    compare_rows) against scipy.stats.permutation_test (its own draws, all samples of a group at
+    once along axis 1), within five standard deviations of the difference of two independent
+    estimates (a false alarm somewhere in 200 has probability about 1e-4)."""
+    rng = np.random.default_rng(22)
+    resamples = 4_000
+    ps = []
+    for g in range(SIGN_FLIP_GROUPS):
+        n = int(rng.integers(30, 235))
+        pairs = [random_pair(rng, n, binary=False) for _ in range(SIGN_FLIP_PER_GROUP)]
+        a, b = np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
+        ours = compare_rows(list(a), list(b), draw_resamples(n, resamples, seed=g))
         oracle = stats.permutation_test(
             (b - a,),
             _mean,
             permutation_type="samples",
             vectorized=True,
             n_resamples=resamples,
-            rng=np.random.default_rng(1000 + i),
+            axis=1,
+            rng=np.random.default_rng(1000 + g),
         ).pvalue
-        assert abs(result.p_value - oracle) <= p_tolerance(oracle, resamples), (i, result)
+        for result, p in zip(ours, oracle, strict=True):
+            assert not result.exhaustive
+            assert abs(result.p_value - p) <= p_tolerance(p, resamples), (g, result, p)
+            ps.append(p)
+    # the samples span the range a report meets: clear effects, borderline ones, none
+    assert min(ps) < 0.001 and max(ps) > 0.9 and sum(0.01 < p < 0.2 for p in ps) >= 20
+
+
+def exact_sign_flip_p(units: np.ndarray) -> float:
+    """The two-sided sign-flip p by its definition, over every pattern of the nonzero integer
+    differences (exact integer sums: ties are ties)."""
+    nonzero = units[units != 0]
+    m = nonzero.size
+    patterns = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
+    sums, observed = patterns @ nonzero, int(nonzero.sum())
+    return min(1.0, 2 * min(np.mean(sums <= observed), np.mean(sums >= observed)))
+
+
+def test_randomized_sign_flip_on_pass_rates_matches_the_exact_p_and_a_balanced_pair_gives_1():
+    """Pass rates of 10 samples (tenths: sums on a lattice, many exact ties), 14-16 problems
+    that differ (2^m above the resamples: the randomized path) among 30-234: within five
+    standard deviations of the exact p by enumeration; one sample in four balanced (as many
+    tenths up as down), whose exact p is 1 and whose float sums are 0 only up to rounding."""
+    rng = np.random.default_rng(23)
+    resamples = 10_000
+    balanced = 0
+    for g in range(5):
+        n = int(rng.integers(30, 235))
+        a_rows, b_rows, units = [], [], []
+        for k in range(SIGN_FLIP_PER_GROUP):
+            a = rng.binomial(10, rng.random(n))
+            step = rng.choice([-3, -2, -1, 1, 2, 3], size=int(rng.integers(14, 17)))
+            if k % 4 == 0:
+                step = np.concatenate([step[: step.size // 2], -step[: step.size // 2]])
+            where = rng.choice(n, step.size, replace=False)
+            a[where] = rng.integers(3, 8, step.size)  # room for a step of 3 either way
+            b = a.copy()
+            b[where] += step
+            a_rows.append(a / 10)
+            b_rows.append(b / 10)
+            units.append(b - a)
+        ours = compare_rows(a_rows, b_rows, draw_resamples(n, resamples, seed=g))
+        for result, u in zip(ours, units, strict=True):
+            exact = exact_sign_flip_p(u)
+            if u.sum() == 0:
+                balanced += 1
+                assert exact == 1.0 and result.p_value == 1.0, (g, result)
+            assert not result.exhaustive
+            assert abs(result.p_value - exact) <= p_tolerance(exact, resamples, 1), (g, result)
+    assert balanced >= 20
+    # the exhaustive path on a balanced pair: every pattern's sum ties with 0 or lies beyond it
+    a = np.array([7, 6, 5, 4, 4, 3, 3, 3])
+    b = a + np.array([3, 1, -2, -1, 2, -2, 2, -3])
+    exhaustive = compare_paired(a / 10, b / 10, n_resamples=256)
+    assert exhaustive.exhaustive and exhaustive.p_value == 1.0  # was 0.953
 
 
 def test_a_report_and_compare_give_the_same_numbers_for_the_same_seed():

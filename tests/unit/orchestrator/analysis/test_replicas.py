@@ -18,13 +18,13 @@ from orchestrator.analysis.replicas import (
     replicated_seconds,
     size_replicas,
 )
-from workers.spec import BackendName, Dtype, LengthSemantics, Quant
+from workers.spec import Dtype, LengthSemantics, Quant
 
 SETTING = SettingWork((100,), 1, 2048, LengthSemantics.TOTAL)
 
 
 def work(size_b: float, dtype=Dtype.BF16, quant=Quant.NONE, num_gpus=1) -> EngineWork:
-    return EngineWork(size_b, dtype, quant, BackendName.HF, num_gpus, (SETTING,))
+    return EngineWork(size_b, dtype, quant, False, False, num_gpus, (SETTING,))
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,8 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
     assert json.loads(out)["totals"]["complete"] == 1
     code, out, _ = run_cli(["verify", *named, "--json"], capsys)
     assert code == 0 and json.loads(out)["store"] == str(root)
+    code, out, _ = run_cli(["compact", *named, "--json"], capsys)
+    assert code == 0 and json.loads(out)["store"] == str(root)
     code, out, _ = run_cli(["compare-backends", *named, "--json"], capsys)
     assert code == 0
     code, out, _ = run_cli(
@@ -103,6 +105,7 @@ def test_every_store_command_accepts_both_forms(env, capsys, tmp_path, weights, 
         ["status"],
         ["report"],
         ["verify"],
+        ["compact"],
         ["export-generations", "--all", "--out", "x"],
         ["compare-backends"],
     ],
@@ -432,7 +435,7 @@ def test_replay_path_pattern_names_one_file_per_variant_and_template(
     settings = [s for e in data["engines"] for s in e["settings"]]
     assert data["n_settings"] == 4 and len({s["setting_key"] for s in settings}) == 4
     assert data["counts"]["skip"] == 0
-    files = {e["replay_path"] for e in data["engines"]}
+    files = {e["backend_options"]["path"] for e in data["engines"]}
     assert files == {
         str(tmp_path / f"{v}-{t}.jsonl") for v in ("tests", "docs") for t in ("own", "instruct")
     }

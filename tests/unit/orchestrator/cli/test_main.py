@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.run.config.overrides import GROUPS
 from tests.conftest import read_jsonl
 from tests.processes import lock_held_elsewhere
 
@@ -156,3 +161,62 @@ def test_typos_and_bad_values_exit_2_before_anything_runs(env, capsys, tmp_path,
     code, _, err = run_cli([*args, f"store={tmp_path / 'store'}"], capsys)
     assert code == 2 and needle in err
     assert not (tmp_path / "store").exists()  # nothing was started or written
+
+
+@pytest.mark.parametrize(
+    ("args", "typo", "group"),
+    [
+        (["run", "modle=tiny"], "modle", "model"),
+        (["plan", "mode=tiny"], "mode", "model"),
+        (["plan", "model=tiny", "experimnt=cpu-demo"], "experimnt", "experiment"),
+        (["plan", "model=tiny", "benchmrk=humanevalfix"], "benchmrk", "benchmark"),
+    ],
+)
+def test_a_mistyped_config_group_is_suggested_like_a_key(env, capsys, tmp_path, args, typo, group):
+    """Groups (model=, experiment=, ...) are listed and suggested whether or not the command
+    line selects one: `modle=tiny` alone used to list the keys without `model`."""
+    code, _, err = run_cli([*args, f"store={tmp_path / 'store'}"], capsys)
+    assert code == 2
+    assert f"Unknown config key {typo!r}. Did you mean: {group}?" in err, err
+    valid = err.split("Valid: ", 1)[1].strip().split(", ")
+    assert set(GROUPS) <= set(valid) and valid == sorted(valid)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        (
+            "model.max_model_len=512",
+            "'model.max_model_len' belongs to a model: select one with model",
+        ),
+        (
+            "experiment.x=1",
+            "no config key 'experiment.x': experiment=NAME selects a file that sets",
+        ),
+    ],
+)
+def test_a_key_under_a_group_says_what_the_group_is(env, capsys, tmp_path, override, needle):
+    code, _, err = run_cli(["plan", override, f"store={tmp_path / 'store'}"], capsys)
+    assert code == 2 and needle in err, err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly(env):
+    """`reprogrid prompts ... | head -1`: the reader closes the pipe after one line of 200 KB of
+    prompts; reprogrid stops without a traceback and exits 141 (128 + SIGPIPE, what the shell
+    reports for a tool stopped by a closed pipe: the output is incomplete, so not 0)."""
+    root = Path(__file__).resolve().parents[4]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    argv = [sys.executable, "-m", "orchestrator.cli", "prompts", "template=deepseek"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does once it has its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert json.loads(first)["task_id"] == "Python/0"
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err

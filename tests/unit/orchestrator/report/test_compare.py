@@ -23,7 +23,7 @@ NOW = datetime(2025, 1, 2, tzinfo=UTC)
 
 def cells(overrides):
     config = load_run_config(["model=tiny", *overrides])
-    return expand_grid(config, "datahash", Environment(vllm_installed=True))
+    return expand_grid(config, "datahash", Environment(installed=frozenset({"hf", "vllm"})))
 
 
 def test_render_repeat_check_totals():
@@ -97,15 +97,17 @@ def _write_setting(store: Store, cell, programs: list[str], passed: list[bool]) 
     store.write_rows("generations", key, gens)
     store.write_rows("executions", key, execs)
     store.write_rows("scores", key, [score_row(key, setting, gens, execs)])
-    store.write_rows(
-        "settings", key, [setting_row(key, setting, SettingStatus.COMPLETE, now=NOW, run_id="r1")]
+    # a generated setting records the device its engine ran on (a replayed one records none)
+    row = setting_row(
+        key, setting, SettingStatus.COMPLETE, now=NOW, run_id="r1", provenance={"device": "cpu"}
     )
+    store.write_rows("settings", key, [row])
 
 
 def test_compare_backends_reads_pairs_from_the_store(tmp_path):
     store = Store(str(tmp_path / "store"))
     grid = {
-        (c.setting.engine.backend.value, c.setting.decoding.name): c
+        (c.setting.engine.backend, c.setting.decoding.name): c
         for c in cells(
             ["grid.backend=hf,vllm", "grid.decoding=greedy,t0.8", "seed_policy=per_sample"]
         )

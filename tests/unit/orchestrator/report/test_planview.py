@@ -1,9 +1,15 @@
 """`plan` as text: where each engine runs, which estimates are measured and which are the
-model, and the blocking problems (rendered from plan_json data)."""
+model, the blocking problems (rendered from plan_json data), and a damaged setting as a `redo`
+(through `reprogrid plan` on a store with a bit flip in a settings shard)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from orchestrator.cli import main
 from orchestrator.report.planview import render_plan
+from storage.store import Store
+from tests.unit.storage.damage import flip_data_page_bit
 
 
 def engine(basis: str, placement_reason: str, device: str = "cpu") -> dict:
@@ -133,3 +139,48 @@ def test_the_wall_time_on_the_cluster_and_each_units_replicas():
     assert "on the cluster 40m00s with 4 replica(s), x3.5 [estimate (model)]" in text
     data["cluster"] = cluster(None, None, "no GPUs here: set cluster.gpus=N to size a cluster")
     assert "wall time: no GPUs here: set cluster.gpus=N" in render_plan(data)
+
+
+GRID = ["model=tiny", "template=own,instruct", "benchmark.limit=2"]
+
+
+def finished_grid(root: Path, problem_set) -> list[str]:
+    """The keys of GRID, written complete (2 samples each) as a run writes them, without Ray."""
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.writer import StoreWriter
+    from orchestrator.run.prepare.grid import Environment, expand_grid
+    from tests.unit.orchestrator.run.plan.test_plan import generated
+    from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
+    from workers.spec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
+
+    benchmarks = {"humanevalfix": HumanEvalFix(problem_set)}
+    writer = StoreWriter(Store(str(root)), "r1", "{}", benchmarks, limits=SandboxLimits())
+    keys = []
+    for cell in expand_grid(load_run_config(GRID), problem_set.sha256, Environment()):
+        writer.started(cell.key, cell.setting)
+        writer.generated(cell.key, cell.setting, generated(cell.key, n=2))
+        records = tuple(
+            ExecutionRecord(f"Python/{i}", 0, Outcome.PASSED, 1.0, None, None, 0.1)
+            for i in range(2)
+        )
+        writer.executed(cell.key, cell.setting, ExecutionBatch(records, {"python": "x"}))
+        keys.append(cell.key)
+    return keys
+
+
+def test_plan_shows_a_setting_with_a_damaged_settings_shard_as_a_redo(
+    env, capsys, tmp_path, problem_set
+):
+    damaged, intact = finished_grid(tmp_path, problem_set)
+    shard = tmp_path / "settings" / f"{damaged}.parquet"
+    shard.write_bytes(flip_data_page_bit(shard.read_bytes(), "status"))
+    assert main(["plan", *GRID, f"store={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    [line] = [x for x in out.splitlines() if x.strip().startswith(damaged[:12])]
+    assert line.split()[1] == "redo" and "generate" not in line
+    assert "2/2 samples stored, rechecked by the run" in line
+    assert f"(damaged: settings/{damaged}.parquet: checksum_mismatch" in line
+    assert "`run` quarantines it first" in line and "reprogrid verify --fix" in line
+    [other] = [x for x in out.splitlines() if x.strip().startswith(intact[:12])]
+    assert "redo" not in other and "rechecked" not in other
+    assert "(of these, 1 damaged: redo, below)" in out.splitlines()[0]

@@ -189,3 +189,30 @@ def test_verify_fix_then_status_is_clean_of_damage(capsys, tmp_path, damage):
     capsys.readouterr()
     data = status_json(capsys, tmp_path)
     assert data["totals"]["damaged"] == 0 and len(data["quarantined"]) == 1
+
+
+def test_a_compacted_store_reads_the_same_and_a_damaged_pack_names_what_it_lost(capsys, tmp_path):
+    """Compacted (one member per row group), status answers as before and says so; a bit
+    flipped in the scores pack's first row group, quarantined by `verify --fix`, shows that
+    one setting as quarantined (the others' scores were given back)."""
+    from storage.compact import PackPolicy, compact
+
+    keys = sorted(three_settings(tmp_path))
+    before = status_json(capsys, tmp_path)
+    store = Store(str(tmp_path))
+    with store.writer_lock():
+        compact(store, PackPolicy(row_group_rows=1, row_group_rows_of={}))
+    after = status_json(capsys, tmp_path)
+    assert after["layout"] == {"packs": 3, "packed_shards": 9, "interrupted_compaction": False}
+    assert {k: v for k, v in after.items() if k != "layout"} == {
+        k: v for k, v in before.items() if k != "layout"
+    }
+    assert main(["status", "--store", str(tmp_path)]) == 0
+    assert "(9 shards in 3 packs)" in capsys.readouterr().out
+    [pack] = (tmp_path / "scores").glob("pack-*.parquet")
+    pack.write_bytes(flip_data_page_bit(pack.read_bytes(), "value"))
+    assert main(["verify", "--store", str(tmp_path), "--fix"]) == 1
+    capsys.readouterr()
+    data = status_json(capsys, tmp_path)
+    assert data["totals"]["complete"] == 2
+    assert [(q["setting_key"], q["table"]) for q in data["quarantined"]] == [(keys[0], "scores")]

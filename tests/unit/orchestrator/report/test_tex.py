@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.cli.report import card_from_registry
-from orchestrator.report import tex
+from orchestrator.report import tex, textables
 from orchestrator.report.build import build_report
 from orchestrator.report.data import ReportOptions
 from orchestrator.report.render import write_report
@@ -81,7 +81,7 @@ def test_every_snippet_is_a_booktabs_table_with_a_cell_per_column(data):
     assert list(snippets) == [f"tex/{e.file}.tex" for e in tex.TEX_TABLES]
     for path, text in snippets.items():
         assert text.isascii(), path
-        long = tex.tex_table(path[4:-4]).long
+        long = textables.tex_table(path[4:-4]).long
         env = "longtable" if long else "tabular"
         assert text.count(rf"\begin{{{env}}}") == 1 and text.rstrip().endswith(rf"\end{{{env}}}")
         assert r"\toprule" in text and r"\midrule" in text and r"\bottomrule" in text
@@ -119,7 +119,7 @@ def test_the_standalone_document_inputs_every_snippet_in_order(data):
 
 def test_a_new_table_is_one_registry_entry(data, tmp_path, monkeypatch):
     """What another table needs (the findings, say): one TexTable naming the report table."""
-    entry = tex.TexTable("unmatched", "literature_unmatched", "Rows without settings.")
+    entry = textables.TexTable("unmatched", "literature_unmatched", "Rows without settings.")
     monkeypatch.setattr(tex, "TEX_TABLES", (*tex.TEX_TABLES, entry))
     written = write_report(data, tmp_path, ["tex"])
     assert tmp_path / "tex" / "unmatched.tex" in written
@@ -138,7 +138,7 @@ def test_an_empty_table_says_why_in_its_snippet(data):
         empty_reason="No model has a baseline setting_x & a one-axis change.",
     )
     tables = tuple(empty if t.name == "effects" else t for t in data.tables)
-    text = tex.snippet(tex.tex_table("effects"), replace(data, tables=tables))
+    text = tex.snippet(textables.tex_table("effects"), replace(data, tables=tables))
     assert r"\emph{No model has a baseline setting\_x \& a one-axis change.}" in text
 
 

@@ -30,7 +30,7 @@ from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, IterableDataset
 
-from workers.backends.hf import EndOfFunctionCriteria
+from workers.backends.hf.engine import EndOfFunctionCriteria
 from workers.spec import GenRequest, LengthSemantics, SamplingSpec
 
 STOP = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\nassert", "<|endoftext|>")

@@ -10,7 +10,6 @@ import pytest
 
 from workers.backends.fake import FakeBackend
 from workers.spec import (
-    BackendName,
     Dtype,
     EngineSpec,
     GenRequest,
@@ -24,7 +23,7 @@ from workers.spec import (
 
 def engine(repo_id: str, dtype=Dtype.BF16, quant=Quant.NONE) -> EngineSpec:
     model = ModelSpec("sim", repo_id, "r", "sim", 7.0, Tuning.INSTRUCT, "yi")
-    return EngineSpec(model, BackendName.FAKE, dtype, quant)
+    return EngineSpec(model, "fake", dtype, quant)
 
 
 def request(prompt: str) -> GenRequest:

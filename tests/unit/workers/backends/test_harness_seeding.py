@@ -27,13 +27,12 @@ from tests.unit.workers.backends.harness_oracle import (  # noqa: E402
     rng_snapshot,
     run_harness,
 )
-from workers.backends.hf import HfBackend  # noqa: E402
+from workers.backends.hf import HfOptions
+from workers.backends.hf.engine import HfBackend  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.spec import (  # noqa: E402
-    BackendName,
     Dtype,
     EngineSpec,
-    HfOptions,
     ModelSpec,
     Quant,
     Tuning,
@@ -45,7 +44,7 @@ def backend(tmp_path_factory):
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny")
     model = ModelSpec("tiny", str(path), "tiny-llama-v1", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     b = HfBackend()
-    b.load(EngineSpec(model, BackendName.HF, Dtype.FP32, Quant.NONE, hf=HfOptions("cpu")))
+    b.load(EngineSpec(model, "hf", Dtype.FP32, Quant.NONE, options=HfOptions("cpu")))
     yield b
     b.close()
 

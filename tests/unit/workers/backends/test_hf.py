@@ -8,11 +8,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from workers.backends.hf import EndOfFunctionCriteria, HfBackend  # noqa: E402
+from workers.backends.hf.engine import EndOfFunctionCriteria, HfBackend  # noqa: E402
 from workers.backends.modelprep import build_tiny_model  # noqa: E402
 from workers.backends.tokens import count_tokens  # noqa: E402
 from workers.spec import (  # noqa: E402
-    BackendName,
     Dtype,
     EngineSpec,
     GenRequest,
@@ -35,7 +34,7 @@ def backend(tmp_path_factory):
     info = b.load(
         EngineSpec(
             model,
-            BackendName.HF,
+            "hf",
             Dtype.FP32,
             Quant.NONE,
         )
@@ -136,7 +135,7 @@ def test_int8_and_int4_load_and_generate_on_cpu(tmp_path):
     model = ModelSpec("tiny", str(path), "r", "tiny", 0.0003, Tuning.INSTRUCT, "yi")
     for quant in (Quant.INT8, Quant.INT4):
         b = HfBackend()
-        info = b.load(EngineSpec(model, BackendName.HF, Dtype.FP16, quant))
+        info = b.load(EngineSpec(model, "hf", Dtype.FP16, quant))
         assert info.options["quantization"] == quant.value
         g = b.generate([request("def f(x):", max_length=40)])[0]
         assert g.n_output_tokens > 0

@@ -5,7 +5,6 @@ import dataclasses
 from workers.benchmarks.sampling import problem_requests
 from workers.keys import sample_seed
 from workers.spec import (
-    BackendName,
     BenchmarkSpec,
     DecodingSpec,
     Dtype,
@@ -20,7 +19,7 @@ from workers.spec import (
 
 MODEL = ModelSpec("m", "org/m", "rev", "fam", 1.0, Tuning.BASE, "instruct")
 BASE = SettingSpec(
-    EngineSpec(MODEL, BackendName.HF, Dtype.FP32, Quant.NONE),
+    EngineSpec(MODEL, "hf", Dtype.FP32, Quant.NONE),
     BenchmarkSpec("humanevalfix", "tests", "h"),
     "instruct",
     DecodingSpec("t0.8", True, 0.8, 0.95, 0),

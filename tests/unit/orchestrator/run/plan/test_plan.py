@@ -14,7 +14,6 @@ from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.benchmarks.humanevalfix.definition import HUMANEVALFIX
 from workers.card import card_from_json
 from workers.spec import (
-    BackendName,
     EngineInfo,
     ExecutionBatch,
     ExecutionRecord,
@@ -25,7 +24,7 @@ from workers.spec import (
     WorkerInfo,
 )
 
-INFO = EngineInfo(BackendName.FAKE, "fake", "cpu", "float32", "r", "", None, "</s>", {})
+INFO = EngineInfo("fake", "fake", "cpu", "float32", "r", "", None, "</s>", {})
 
 
 def generated(key: str, n: int = 3) -> SettingGenerations:

@@ -20,7 +20,8 @@ from orchestrator.run.preflight.hardware import (
     place,
     visible,
 )
-from workers.spec import BackendName, Dtype, EngineSpec, HfOptions, Quant
+from workers.backends.hf import HfOptions
+from workers.spec import Dtype, EngineSpec, Quant
 
 SMI = """GPU 0: NVIDIA H200 (UUID: GPU-11111111-2222-3333-4444-555555555555)
 GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-aaaaaaaa-2222-3333-4444-555555555555)
@@ -81,17 +82,17 @@ def test_local_cluster_counts_configured_gpus_first(fake_smi):
     assert remote.count is None and remote.source is GpuSource.REMOTE
 
 
-def engine(num_gpus: int = 1, backend: BackendName = BackendName.HF, device: str = "auto"):
+def engine(num_gpus: int = 1, backend: str = "hf", device: str = "auto"):
     config = load_run_config(["model=tiny"])
     model = replace(config.models[0], num_gpus=num_gpus)
-    return EngineSpec(model, backend, Dtype.FP32, Quant.NONE, hf=HfOptions(device=device))
+    return EngineSpec(model, backend, Dtype.FP32, Quant.NONE, options=HfOptions(device=device))
 
 
 def inventory(count):
     return GpuInventory(count, ("NVIDIA H200",) * (count or 0), GpuSource.NVIDIA_SMI)
 
 
-HF, REPLAY = BackendName.HF, BackendName.REPLAY
+HF, REPLAY = "hf", "replay"
 GPU, CPU, NO, UNKNOWN = Placement.GPU, Placement.CPU, Placement.IMPOSSIBLE, Placement.UNKNOWN
 
 

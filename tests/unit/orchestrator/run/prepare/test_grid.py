@@ -7,13 +7,12 @@ import pytest
 from orchestrator.errors import ConfigError
 from orchestrator.run.config.load import load_run_config
 from orchestrator.run.plan.planner import plan_settings
-from orchestrator.run.prepare.grid import (
-    VLLM_FP4_REASON,
-    VLLM_INT8_REASON,
-    Environment,
-    expand_grid,
-)
+from orchestrator.run.prepare.grid import Environment, expand_grid
+from workers.backends.vllm import FP4_REASON as VLLM_FP4_REASON
+from workers.backends.vllm import INT8_REASON as VLLM_INT8_REASON
 from workers.keys import engine_key
+
+BOTH = Environment(installed=frozenset({"hf", "vllm"}))
 
 
 def cells(overrides, env=None):
@@ -53,32 +52,34 @@ def test_overriding_an_axis_changes_the_count(overrides, expected):
 
 def test_vllm_int8_and_fp4_are_explicit_skips_and_auto_routes_them_to_hf():
     grid = cells(
-        ["grid=paper60", "backend=vllm", "seed_policy=per_sample"], Environment(vllm_installed=True)
+        ["grid=paper60", "backend=vllm", "seed_policy=per_sample"],
+        BOTH,
     )
     skipped = [c for c in grid if c.skipped]
     assert len(skipped) == 24
     assert {c.setting.engine.quant.value for c in skipped} == {"int8", "int4"}
     assert {c.skip_reason for c in skipped} == {VLLM_INT8_REASON, VLLM_FP4_REASON}
     auto = cells(
-        ["grid=paper60", "backend=auto", "seed_policy=per_sample"], Environment(vllm_installed=True)
+        ["grid=paper60", "backend=auto", "seed_policy=per_sample"],
+        BOTH,
     )
     assert not any(c.skipped for c in auto)
-    by_quant = {(c.setting.engine.quant.value, c.setting.engine.backend.value) for c in auto}
+    by_quant = {(c.setting.engine.quant.value, c.setting.engine.backend) for c in auto}
     assert {("int8", "hf"), ("int4", "hf"), ("none", "vllm")} <= by_quant
     assert ("int8", "vllm") not in by_quant and ("int4", "vllm") not in by_quant
     # vLLM's in-flight 4-bit is nf4: an nf4 setting may run there
     nf4 = cells(
         ["grid=paper60", "backend=auto", "seed_policy=per_sample", "bnb_4bit_quant_type=nf4"],
-        Environment(vllm_installed=True),
+        BOTH,
     )
     assert ("int4", "vllm") in {
-        (c.setting.engine.quant.value, c.setting.engine.backend.value) for c in nf4
+        (c.setting.engine.quant.value, c.setting.engine.backend) for c in nf4
     }
 
 
 def test_auto_without_vllm_installed_uses_hf():
-    grid = cells(["backend=auto"], Environment(vllm_installed=False))
-    assert {c.setting.engine.backend.value for c in grid} == {"hf"}
+    grid = cells(["backend=auto"], Environment(installed=frozenset({"hf"})))
+    assert {c.setting.engine.backend for c in grid} == {"hf"}
 
 
 def test_precision_maps_to_dtype_and_quant_like_the_harness():

@@ -32,8 +32,9 @@ import transformers
 from transformers import AutoModelForCausalLM, StoppingCriteria, StoppingCriteriaList
 
 from workers.backends import harness
-from workers.backends.base import UnsupportedSetting
+from workers.backends.base import UnsupportedSetting, options_of
 from workers.backends.harness import PreparedPrompt, continuation_is_done
+from workers.backends.hf import HF, HfOptions
 from workers.backends.tokens import (
     ModelSource,
     chat_template_sha256,
@@ -44,7 +45,6 @@ from workers.backends.tokens import (
     tokenizer_sha256,
 )
 from workers.spec import (
-    BackendName,
     Dtype,
     EngineInfo,
     EngineSpec,
@@ -191,12 +191,12 @@ class HfBackend:
 
     def load(self, engine: EngineSpec) -> EngineInfo:
         source = resolve_model_source(engine.model)
-        self.device = _pick_device(engine.hf.device)
+        self.device = _pick_device(options_of(engine, HfOptions).device)
         self.model = load_model(engine, source, self.device)
         self.tokenizer = harness_tokenizer(source)
         self.engine = engine
         return EngineInfo(
-            backend=BackendName.HF,
+            backend=HF.name,
             backend_version=f"transformers {transformers.__version__}, torch {torch.__version__}",
             device=self._device_name(),
             effective_dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workers.backends.base import UnsupportedSetting
+from workers.backends.base import UnsupportedSetting, options_of
 from workers.backends.harness import (
     DEFAULT_CONTEXT_LENGTH,
     PreparedPrompt,
@@ -43,7 +43,8 @@ from workers.backends.tokens import (
     resolved_revision,
     tokenizer_sha256,
 )
-from workers.backends.vllm_setup import (
+from workers.backends.vllm import VLLM, VllmOptions
+from workers.backends.vllm.setup import (
     VLLM_DTYPES,
     GenerationDefaults,
     check_batch_invariance,
@@ -55,7 +56,6 @@ from workers.backends.vllm_setup import (
     vllm_distribution,
 )
 from workers.spec import (
-    BackendName,
     EngineInfo,
     EngineSpec,
     Generation,
@@ -111,7 +111,7 @@ class VllmBackend:
     # -- loading -----------------------------------------------------------------------------
 
     def load(self, engine: EngineSpec) -> EngineInfo:
-        opts = engine.vllm
+        opts = options_of(engine, VllmOptions)
         if engine.quant is Quant.INT8:
             raise UnsupportedSetting(
                 "vLLM quantizes with bitsandbytes only to 4-bit in flight; 8-bit needs a "
@@ -144,7 +144,7 @@ class VllmBackend:
                 f"vLLM loaded {effective_dtype}, not the requested {engine.dtype.value}"
             )
         return EngineInfo(
-            backend=BackendName.VLLM,
+            backend=VLLM.name,
             backend_version=(
                 f"{vllm_distribution()} (vllm {vllm.__version__}), torch {torch.__version__}"
             ),

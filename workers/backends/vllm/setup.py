@@ -12,8 +12,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from workers.backends.base import BackendUnavailable, UnsupportedSetting
+from workers.backends.base import BackendUnavailable, UnsupportedSetting, options_of
 from workers.backends.tokens import ModelSource
+from workers.backends.vllm import VllmOptions
 from workers.spec import Bnb4bitType, Dtype, EngineSpec, Quant
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ def engine_kwargs(
     max_model_len: int,
 ) -> dict[str, Any]:
     """The arguments of `vllm.LLM` for this engine."""
-    opts = engine.vllm
+    opts = options_of(engine, VllmOptions)
     tp = opts.tensor_parallel_size or engine.model.num_gpus
     if on_cpu and tp != 1:
         logger.warning("tensor_parallel_size=%d ignored on CPU: one in-process engine", tp)
@@ -250,7 +251,7 @@ def engine_options(
 ) -> dict[str, str]:
     """The effective engine options, as strings (the settings table's provenance). `config`
     is the built engine's vllm_config, `env` the variables configure_process set."""
-    opts = engine.vllm
+    opts = options_of(engine, VllmOptions)
     options = {
         "max_model_len": str(config.model_config.max_model_len),
         "max_model_len_source": (

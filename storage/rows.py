@@ -1,0 +1,109 @@
+"""A table's rows read through the store: its loose shards and its packs' members, in
+shard-key order, decoding only the row groups (and columns) asked for (`Store.read_table`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from storage.integrity import ShardDamaged, setting_key_of
+from storage.manifest import PackRecord
+from storage.packs import decode_members
+from storage.schema import TABLES
+
+if TYPE_CHECKING:
+    from storage.store import Store
+
+logger = logging.getLogger(__name__)
+
+
+def read_table(
+    store: Store,
+    table: str,
+    keys: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """All readable shards of a table (optionally only those of `keys`: a setting's chunk
+    shards `<key>~<chunk>` belong to its key; only `columns` if given), packs' members
+    included, in shard-key order (a setting's whole shard, then its chunks in order). A
+    listed shard that is gone, unreadable or damaged by the time it is read is left out."""
+    view = store.view(table, keys=keys)
+    keyset = None if keys is None else set(keys)
+    schema = TABLES[table]
+    fields = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
+    def chosen(keys: Iterable[str]) -> list[str]:
+        if keyset is None:
+            return list(keys)
+        return [k for k in keys if setting_key_of(k) in keyset]
+
+    loose = sorted(chosen(view.loose))
+    tables = dict(
+        zip(loose, store.map_items(lambda k: store.read_shard(table, k), loose), strict=True)
+    )
+    sources: list[tuple[str, int]] = [(k, -1) for k, t in tables.items() if t is not None]
+    decoded = {}
+    for i, pack in enumerate(view.packs):
+        members = chosen(m.key for m in pack.members)
+        got = _decode_pack(store, pack.record, members, columns) if members else None
+        if got is not None:
+            decoded[i] = got
+            sources += [(k, i) for k in got[1]]
+    parts = _in_key_order(sorted(sources), tables, decoded, columns)
+    if not parts:
+        return fields.empty_table()
+    return pa.concat_tables(parts).combine_chunks()
+
+
+def _decode_pack(
+    store: Store, record: PackRecord, keys: Sequence[str], columns: Sequence[str] | None
+) -> tuple[pa.Table, dict[str, tuple[int, int]]] | None:
+    try:
+        return decode_members(store.open_pack(record), record, keys, TABLES[record.table], columns)
+    except FileNotFoundError:
+        return None
+    except (ShardDamaged, OSError) as e:
+        logger.warning(
+            "damaged pack %s/%s (%s): its %d shard(s) treated as missing",
+            record.table,
+            record.file,
+            e,
+            len(keys),
+        )
+        return None
+
+
+def _in_key_order(
+    order: Sequence[tuple[str, int]],
+    loose: Mapping[str, pa.Table | None],
+    packs: Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]],
+    columns: Sequence[str] | None,
+) -> list[pa.Table]:
+    """The tables of `order` ((shard key, -1 for a loose shard or the index of its pack)), with
+    consecutive members of one pack that lie next to each other taken as one slice."""
+    parts: list[pa.Table] = []
+    run: list[int] | None = None  # [pack, first row, end row] of the slice being extended
+
+    def flush() -> None:
+        if run is not None:
+            parts.append(packs[run[0]][0].slice(run[1], run[2] - run[1]))
+
+    for key, source in order:
+        if source < 0:
+            flush()
+            run = None
+            rows = loose[key]
+            assert rows is not None
+            parts.append(rows if columns is None else rows.select(list(columns)))
+            continue
+        first, n = packs[source][1][key]
+        if run is not None and run[0] == source and run[2] == first:
+            run[2] = first + n
+        else:
+            flush()
+            run = [source, first, first + n]
+    flush()
+    return parts
