@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pandas.testing import assert_frame_equal
 
 from workers.backends.openai import PRECISION_REASON, OpenAIOptions
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
@@ -255,6 +256,36 @@ def test_reprogrid_run_backend_openai_end_to_end(server, env, tmp_path):
     assert generations.output_token_ids.map(len).sum() > 0
     scores = pd.read_parquet(store / "scores")
     assert set(scores.setting_key) == set(ran.setting_key)
+
+    # The server is gone; a run into the same store that adds a decoding fails that setting
+    # clearly, and the stored settings stay complete with their generations and scores.
+    down = f"http://127.0.0.1:{free_port()}/v1"  # base_url is not keyed: the same settings
+    again = _cli(
+        env,
+        "run",
+        "model=tiny",
+        "backend=openai",
+        f"openai.base_url={down}",
+        "grid.decoding=greedy,t0.8,t0.2",
+        "seed_policy=per_sample",
+        "max_length=512",
+        "benchmark.limit=5",
+        f"store={store}",
+    )
+    message = f"no OpenAI-compatible server answers at {down}/models"
+    assert message in again.stdout + again.stderr, again.stdout + again.stderr
+    after = pd.read_parquet(store / "settings")
+    stored = after[after.setting_key.isin(ran.setting_key)]
+    assert len(stored) == 2 and set(stored.status) == {"complete"}
+    (failed,) = after[after.decoding == "t0.2"].itertuples()
+    assert (failed.status, failed.error_type) == ("failed", "BackendUnavailable")
+    columns = ["setting_key", "task_id", "sample_index", "continuation"]
+    kept = pd.read_parquet(store / "generations", columns=columns)
+    assert_frame_equal(
+        kept.sort_values(columns[:3]).reset_index(drop=True),
+        generations[columns].sort_values(columns[:3]).reset_index(drop=True),
+    )
+    assert set(pd.read_parquet(store / "scores").setting_key) == set(ran.setting_key)
 
 
 def test_a_run_against_a_server_that_is_down_fails_clearly(env, tmp_path):
