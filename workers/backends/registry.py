@@ -13,6 +13,7 @@ from workers.backends.base import Backend, BackendDefinition, UnknownBackend
 BACKENDS: dict[str, str] = {
     "hf": "workers.backends.hf:HF",
     "vllm": "workers.backends.vllm:VLLM",
+    "openai": "workers.backends.openai:OPENAI",
     "replay": "workers.backends.replay:REPLAY",
     "fake": "workers.backends.fake:FAKE",
 }
