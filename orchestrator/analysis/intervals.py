@@ -7,12 +7,19 @@ best@k: the mean of the problem's group bests; workers/scoring.py), and report t
 (1 - confidence)/2 and (1 + confidence)/2 quantiles (default 95%). Samples of a problem stay
 together: the problem is the unit of resampling. A greedy setting (one sample) gets an interval
 too: it measures how much the score depends on which problems the benchmark happens to hold.
+
+The draws index the per-problem scores in ascending order. The bootstrap distribution of a mean
+does not depend on the order of the values, so this changes no property of the interval, and it
+makes the interval a function of the scores alone: two settings with the same scores (a grid
+of one-sample settings over 164 problems has at most 165 distinct score multisets) get the same
+interval, computed once (a 6,000-setting report spent two minutes redrawing them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,7 +46,8 @@ def bootstrap_interval(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
 ) -> Interval:
-    """Percentile bootstrap interval of the mean of `values` (one value per problem)."""
+    """Percentile bootstrap interval of the mean of `values` (one value per problem), drawn
+    over the values in ascending order (the module's docstring says why)."""
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("bootstrap needs at least one value")
@@ -47,6 +55,15 @@ def bootstrap_interval(
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    low, high = _interval(tuple(np.sort(data).tolist()), n_resamples, confidence, seed)
+    return Interval(float(data.mean()), low, high, n_resamples, confidence)
+
+
+@lru_cache(maxsize=4096)
+def _interval(
+    values: tuple[float, ...], n_resamples: int, confidence: float, seed: int
+) -> tuple[float, float]:
+    data = np.array(values)
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)
     for start in range(0, n_resamples, _CHUNK):
@@ -55,7 +72,7 @@ def bootstrap_interval(
         means[start : start + size] = data[idx].mean(axis=1)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
-    return Interval(float(data.mean()), float(low), float(high), n_resamples, confidence)
+    return float(low), float(high)
 
 
 def pass1_interval(

@@ -8,8 +8,9 @@ from workers.scoring import ProblemCounts
 
 
 def _reference(values, n_resamples, confidence, seed):
-    """Straightforward percentile bootstrap with the same draws (n_resamples <= one chunk)."""
-    data = np.asarray(values, dtype=float)
+    """Straightforward percentile bootstrap with the same draws (n_resamples <= one chunk), over
+    the values in ascending order as documented."""
+    data = np.sort(np.asarray(values, dtype=float))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, data.size, size=(n_resamples, data.size))
     means = data[idx].mean(axis=1)
@@ -25,6 +26,18 @@ def test_bootstrap_matches_the_reference_and_is_seeded():
     assert interval.estimate == pytest.approx(30 / 164)
     assert interval == bootstrap_interval(values, n_resamples=1500, confidence=0.9, seed=7)
     assert interval != bootstrap_interval(values, n_resamples=1500, confidence=0.9, seed=8)
+
+
+def test_the_interval_depends_on_the_scores_not_their_order():
+    values = np.r_[np.ones(30), np.zeros(134), np.full(20, 0.5)]
+    shuffled = np.random.default_rng(3).permutation(values)
+    assert bootstrap_interval(shuffled, n_resamples=1500) == bootstrap_interval(values, 1500)
+    # a cached interval is that of the same arguments: another seed or level draws anew
+    scores = np.random.default_rng(4).random(40)  # continuous: quantiles move with the draws
+    first = bootstrap_interval(scores, 1500)
+    assert bootstrap_interval(scores[::-1], 1500) == first
+    assert bootstrap_interval(scores, 1500, seed=1) != first
+    assert bootstrap_interval(scores, 1500, confidence=0.9) != first
 
 
 def test_interval_brackets_the_estimate_and_has_a_sensible_width():
