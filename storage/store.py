@@ -346,14 +346,6 @@ class Store:
         live = {p.file.name for p in view.packs}
         return next((p for p in holders if p.file in live), None)
 
-    def shard_is_valid(self, table: str, key: str) -> bool:
-        """The shard exists and its content passes its checksums and the table's schema."""
-        try:
-            self.inspect_shard(table, key)
-        except (FileNotFoundError, OSError, ShardDamaged):
-            return False
-        return True
-
     def read_shard(self, table: str, key: str) -> pa.Table | None:
         """The shard's rows, or None when it is missing, unreadable or fails its checks
         (logged: `reprogrid verify` names it, the next run quarantines and redoes it)."""

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from storage.index import build_index
+from storage.integrity import ShardDamaged
 from storage.schema import SettingStatus
 from storage.store import SchemaMismatch, Store, StoreLocked, UnknownTable
 from tests.processes import lock_held_elsewhere
@@ -59,8 +60,9 @@ def test_a_corrupt_shard_counts_as_missing(tmp_path):
         (tmp_path / table).mkdir()
     store.write_rows("executions", "k1", [execution("k1", "Python/0", True)])
     (tmp_path / "executions" / "k1.parquet").write_bytes(b"truncated")
-    assert not store.shard_is_valid("executions", "k1")
     assert store.read_shard("executions", "k1") is None
+    with pytest.raises(ShardDamaged):
+        store.inspect_shard("executions", "k1")
 
 
 def test_second_writer_is_refused_with_a_clear_message(tmp_path):
