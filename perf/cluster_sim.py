@@ -305,8 +305,10 @@ def overheads(units: list[Unit]) -> str:
 
 
 def driver_memory(samples: Samples) -> str:
-    """RSS at a quarter, half and all of the finished settings, and the slope between."""
-    total = samples.finished[-1] if samples.finished else 0
+    """RSS at a quarter, half and all of the finished settings, and the slope between. (The
+    count is of score files: the end of the run packs them into a few, so its maximum is the
+    number of settings.)"""
+    total = max(samples.finished, default=0)
     points = []
     for part in (0.25, 0.5, 1.0):
         i = next((i for i, n in enumerate(samples.finished) if n >= part * total), None)
