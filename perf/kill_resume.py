@@ -90,7 +90,8 @@ def chunks(store: Path) -> dict[str, float]:
     folder = store / "generations"
     if not folder.is_dir():
         return {}
-    return {p.name: p.stat().st_mtime for p in folder.glob("*~*.parquet")}
+    files = folder.glob("*~*.parquet")  # not a chunk in flight (its temporary ".tmp-" name)
+    return {p.name: p.stat().st_mtime for p in files if not p.name.startswith(".tmp-")}
 
 
 def digests(store: Path) -> dict[str, tuple[str, int]]:

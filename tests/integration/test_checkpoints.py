@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from storage.store import TEMP_PREFIX
 from tests.processes import left_behind, run_marker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,10 +54,13 @@ def reprogrid(args, env) -> subprocess.Popen:
 
 
 def chunk_files(store: Path) -> dict[str, bytes]:
+    """The committed chunk files (not a chunk in flight: its temporary file, which the next
+    writer removes, is what a kill may lose)."""
     folder = store / "generations"
     if not folder.is_dir():
         return {}
-    return {p.name: p.read_bytes() for p in folder.glob("*~*.parquet")}
+    files = folder.glob("*~*.parquet")
+    return {p.name: p.read_bytes() for p in files if not p.name.startswith(TEMP_PREFIX)}
 
 
 def wait_for_chunks(proc: subprocess.Popen, store: Path, n: int, timeout: float = 600) -> None:

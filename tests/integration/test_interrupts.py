@@ -136,8 +136,11 @@ class Driver:
 
 
 def chunks(store: Path) -> int:
+    """Committed chunk files (a temporary ".tmp-" one is a chunk still being written)."""
     folder = store / "generations"
-    return len(list(folder.glob("*~*.parquet"))) if folder.is_dir() else 0
+    if not folder.is_dir():
+        return 0
+    return sum(1 for p in folder.glob("*~*.parquet") if not p.name.startswith(".tmp-"))
 
 
 def outside_its_group(driver: Driver) -> list[int]:
