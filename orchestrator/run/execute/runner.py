@@ -65,7 +65,7 @@ def run_grid(
             ):
                 stop.check()
                 summary = _dispatch(prepared, plan, run, progress, stop)
-            _compact(store, prepared.config.compact_after_run)
+            _compact(store, prepared.config.compact_after_run, stop)
     return _outcome(run.run_id, plan, summary, grid_state(store, prepared.cells))
 
 
@@ -82,10 +82,15 @@ def _open_store(store: Store, prepared: PreparedGrid, retry_failed: bool) -> Pla
     return plan
 
 
-def _compact(store: Store, min_loose: int | None) -> None:
+def _compact(store: Store, min_loose: int | None, stop: StopRequest) -> None:
     """A run that ended (an interrupted one raised before this) packs its finished shards once
-    there are enough of them, still under the writer lock; docs/store.md, "Compaction"."""
+    there are enough of them, still under the writer lock; docs/store.md, "Compaction". A stop
+    signal that came after the last setting skips it: the work is stored, and the next run or
+    `reprogrid compact` packs it."""
     if min_loose is None:
+        return
+    if stop.requested:
+        logger.warning("stop requested: compaction left to the next run or `reprogrid compact`")
         return
     from storage.compact import compact_if_due
 
