@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.cli.main import main
+from storage.store import TEMP_PREFIX
 from tests.processes import alive_with_env, left_behind, run_marker
 
 pytest.importorskip("transformers")
@@ -136,11 +137,11 @@ class Driver:
 
 
 def chunks(store: Path) -> int:
-    """Committed chunk files (a temporary ".tmp-" one is a chunk still being written)."""
+    """Committed chunk files (a temporary one is a chunk still being written)."""
     folder = store / "generations"
     if not folder.is_dir():
         return 0
-    return sum(1 for p in folder.glob("*~*.parquet") if not p.name.startswith(".tmp-"))
+    return sum(1 for p in folder.glob("*~*.parquet") if not p.name.startswith(TEMP_PREFIX))
 
 
 def outside_its_group(driver: Driver) -> list[int]:
