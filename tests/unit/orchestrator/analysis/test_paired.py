@@ -17,6 +17,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
+from orchestrator.analysis import paired
 from orchestrator.analysis.paired import (
     PairedMethod,
     PairingError,
@@ -240,6 +241,33 @@ def test_a_report_and_compare_give_the_same_numbers_for_the_same_seed():
             alone.p_value,
         )
     assert compare_paired(a, others[0], seed=7) != compare_paired(a, others[0], seed=8)
+
+
+def test_many_pairs_in_chunks_equal_each_pair_alone_held_or_projected_per_chunk(monkeypatch):
+    """A grid's many pairs in one call (more than a chunk; pass/fail, float 0/1 and score rows
+    mixed, repeated rows) give each pair's `compare_paired` numbers, whether the projections
+    are held or projected per chunk; the pass/fail intervals, read off a histogram, equal
+    numpy.quantile's to rounding."""
+    rng = np.random.default_rng(5)
+    base = rng.random(80) < 0.4
+    rows: list[np.ndarray] = [np.where(rng.random(80) < 0.2, ~base, base) for _ in range(30)]
+    rows += [rows[0].copy(), rows[1].astype(float), rng.random(80)]
+    pairs = [(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))]
+    assert len(pairs) > paired.PAIR_CHUNK
+    draws = draw_resamples(80, 999, seed=4)
+    held = paired.compare_pairs(rows, pairs, draws)
+    monkeypatch.setattr(paired, "HELD_PROJECTIONS", 0)
+    per_chunk = paired.compare_pairs(rows, pairs, draws)
+    means = np.array([r.astype(float) for r in rows]) @ draws.counts.T / 80
+    for (i, j), one, other in zip(pairs, held, per_chunk, strict=True):
+        assert dataclasses.asdict(one) == pytest.approx(dataclasses.asdict(other), abs=TIGHT)
+        low, high = np.quantile(means[j] - means[i], [0.025, 0.975])
+        assert (one.ci_low_pp, one.ci_high_pp) == pytest.approx((100 * low, 100 * high), abs=TIGHT)
+        exact = rows[i].dtype == bool and rows[j].dtype == bool
+        assert one.method is (PairedMethod.EXACT_MCNEMAR if exact else PairedMethod.SIGN_FLIP)
+    for (i, j), one in list(zip(pairs, held, strict=True))[::37]:
+        alone = compare_paired(rows[i], rows[j], n_resamples=999, seed=4)
+        assert dataclasses.asdict(one) == pytest.approx(dataclasses.asdict(alone), abs=TIGHT)
 
 
 def test_sign_convention_is_b_minus_a_and_a_bool_side_pairs_with_scores():
