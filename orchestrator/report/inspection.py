@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.integrity import setting_key_of
@@ -216,11 +215,3 @@ def program_diff(a: Sample, b: Sample) -> str:
         tofile=f"{b.setting_key[:12]} {b.task_id} sample {b.sample_index}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-def table_rows(data: pa.Table, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The named columns of `data` as rows (a column an older store lacks reads as None)."""
-    present = [c for c in columns if c in data.column_names]
-    rows = data.select(present).to_pylist()
-    missing = [c for c in columns if c not in present]
-    return [{**r, **dict.fromkeys(missing)} for r in rows] if missing else rows

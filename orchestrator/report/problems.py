@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -151,7 +151,24 @@ def matrix(
     }
 
 
-def problem_texts(samples: Sequence[Sample]) -> dict[str, Any]:
+class ViewSample(NamedTuple):
+    """What a problem file shows of one sample (a tuple: the view builds a million of them)."""
+
+    setting_key: str
+    task_id: str
+    sample_index: int
+    state: CellState
+    outcome: str | None
+    prompt: str
+    continuation: str
+    program: str
+    error_type: str | None
+    error_message: str | None
+    n_prompt_tokens: int | None
+    n_output_tokens: int | None
+
+
+def problem_texts(samples: Sequence[Sample | ViewSample]) -> dict[str, Any]:
     """One problem's samples under every setting, each text stored once (a template's prompt is
     shared by many settings): {"texts": [...], "samples": {key: [sample, ...]}}."""
     texts: list[str] = []

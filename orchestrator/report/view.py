@@ -27,12 +27,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from orchestrator.report.inspection import STATE_CODE, Sample, samples_from_rows, table_rows
-from orchestrator.report.problems import PairOptions, matrix, pairs, problem_texts
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from orchestrator.report.inspection import STATE_CODE, cell_state
+from orchestrator.report.problems import PairOptions, ViewSample, matrix, pairs, problem_texts
 from storage.integrity import setting_key_of
 from storage.store import Store
 
 logger = logging.getLogger(__name__)
+
+BATCH_SETTINGS = 600  # settings whose execution rows are read at once (~100,000 rows at n = 1)
 
 VIEW_DIR = "problems"  # the view's folder inside a report's output folder
 ASSETS = {
@@ -116,27 +121,84 @@ def _write(root: Path, relative: str, id_: str, payload: Any) -> None:
     path.write_text(_script(id_, payload), encoding="utf-8")
 
 
-def _group_rows(store: Store, group: Group) -> tuple[list[Sample], list[dict[str, Any]]]:
-    keys = [str(s["setting_key"]) for s in group.settings]
-    gens = table_rows(store.read_table("generations", keys), GENERATION_COLUMNS)
-    execs = table_rows(store.read_table("executions", keys), EXECUTION_COLUMNS)
-    return samples_from_rows(gens, execs), execs
+def _keys(groups: Sequence[Group]) -> list[str]:
+    return [str(s["setting_key"]) for g in groups for s in g.settings]
 
 
-def write_group(store: Store, root: Path, group: Group, options: PairOptions) -> int:
-    """One group's matrix, pairs and problem files; returns the number of problem files."""
-    samples, execs = _group_rows(store, group)
+def batches(groups: Sequence[Group], size: int = BATCH_SETTINGS) -> list[list[Group]]:
+    """Consecutive groups, about `size` settings a batch (a group is never split)."""
+    out: list[list[Group]] = []
+    for group in groups:
+        if not out or sum(len(g.settings) for g in out[-1]) + len(group.settings) > size:
+            out.append([])
+        out[-1].append(group)
+    return out
+
+
+def group_samples(
+    generations: pa.Table, executions: pa.Table
+) -> tuple[list[ViewSample], dict[tuple[str, str], list[bool]]]:
+    """The group's samples (generations joined with their executions on setting, problem and
+    sample; in setting then sample order) and, per (setting, problem), its executions' passed
+    flags in sample order. Read column by column: a 100-model store has a million samples."""
+    ex = {c: executions.column(c).to_pylist() for c in EXECUTION_COLUMNS}
+    ex_keys = list(zip(ex["setting_key"], ex["task_id"], ex["sample_index"], strict=True))
+    executed = {k: at for at, k in enumerate(ex_keys)}  # the last row of a sample, as before
+    g = {c: generations.column(c).to_pylist() for c in GENERATION_COLUMNS}
+    order = sorted(
+        range(generations.num_rows), key=lambda r: (g["setting_key"][r], g["sample_index"][r])
+    )
+    samples = []
+    for r in order:
+        key, task, index = g["setting_key"][r], g["task_id"][r], int(g["sample_index"][r])
+        e = executed.get((key, task, index))
+        outcome = None if e is None else ex["outcome"][e]
+        state = cell_state(outcome, bool(g["prompt_truncated"][r]), bool(g["hit_length_limit"][r]))
+        samples.append(
+            ViewSample(
+                key,
+                task,
+                index,
+                state,
+                outcome,
+                g["prompt"][r] or "",
+                g["continuation"][r] or "",
+                g["program"][r] or "",
+                None if e is None else ex["error_type"][e],
+                None if e is None else ex["error_message"][e],
+                g["n_prompt_tokens"][r],
+                g["n_output_tokens"][r],
+            )
+        )
+    passed: dict[tuple[str, str], list[bool]] = {}
+    for at in sorted(range(len(ex_keys)), key=ex_keys.__getitem__):
+        passed.setdefault(ex_keys[at][:2], []).append(bool(ex["passed"][at]))
+    return samples, passed
+
+
+def read_executions(store: Store, batch: Sequence[Group]) -> pa.Table:
+    """A batch's execution rows, read once: a pack holds the rows of many groups, and its row
+    groups decode once per batch rather than once per group."""
+    return store.read_table("executions", _keys(batch), columns=EXECUTION_COLUMNS)
+
+
+def write_group(
+    store: Store, root: Path, group: Group, options: PairOptions, executions: pa.Table
+) -> int:
+    """One group's matrix, pairs and problem files; returns the number of problem files.
+    `executions`: the execution rows of its batch (`read_executions`)."""
+    keys = _keys([group])
+    mine = executions.filter(pc.is_in(executions["setting_key"], pa.array(keys)))
+    generations = store.read_table("generations", keys, columns=GENERATION_COLUMNS)
+    samples, passed = group_samples(generations, mine)
     states: dict[tuple[str, str], list[str]] = {}
-    by_task: dict[str, list[Sample]] = {}
+    by_task: dict[str, list[ViewSample]] = {}
     for s in samples:  # in setting then sample order
         states.setdefault((s.setting_key, s.task_id), []).append(STATE_CODE[s.state])
         by_task.setdefault(s.task_id, []).append(s)
     grid = matrix(group.settings, states)
     grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
     _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
-    passed: dict[tuple[str, str], list[bool]] = {}
-    for e in sorted(execs, key=lambda r: (r["setting_key"], r["task_id"], r["sample_index"])):
-        passed.setdefault((e["setting_key"], e["task_id"]), []).append(bool(e["passed"]))
     keys = [s["key"] for s in grid["settings"]]
     _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs(keys, passed, options))
     for i, task in enumerate(grid["problems"]):
@@ -169,9 +231,11 @@ def write_view(
     generated = {setting_key_of(k) for k in store.shards("generations")}
     groups = groups_of(settings, generated)
     files = 0
-    for group in groups:
-        files += write_group(store, root, group, options)
-        logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
+    for batch in batches(groups):
+        executions = read_executions(store, batch)
+        for group in batch:
+            files += write_group(store, root, group, options, executions)
+            logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
     keys = {str(s["setting_key"]): g.id for g in groups for s in g.settings}
     index = {
         "store": store.uri,

@@ -1,0 +1,90 @@
+"""The problems view's join of a group's generations and executions (orchestrator/report/view.py),
+read column by column: the order, states and passed flags the matrix and the pairs come from."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from orchestrator.report.inspection import CellState
+from orchestrator.report.view import (
+    EXECUTION_COLUMNS,
+    GENERATION_COLUMNS,
+    Group,
+    batches,
+    group_samples,
+)
+from storage.schema import TABLES
+
+
+def _table(name: str, columns: tuple[str, ...], rows: list[dict]) -> pa.Table:
+    schema = pa.schema([TABLES[name].field(c) for c in columns])
+    return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
+
+
+def _gen(key: str, task: str, i: int, **flags: bool) -> dict:
+    return {
+        "setting_key": key,
+        "task_id": task,
+        "sample_index": i,
+        "prompt": f"prompt {task}",
+        "continuation": f"cont {key} {task} {i}",
+        "program": None,
+        "prompt_truncated": flags.get("truncated", False),
+        "hit_length_limit": flags.get("hit", False),
+    }
+
+
+def _exe(key: str, task: str, i: int, outcome: str) -> dict:
+    return {
+        "setting_key": key,
+        "task_id": task,
+        "sample_index": i,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "error_type": None if outcome == "passed" else "AssertionError",
+    }
+
+
+def test_samples_join_in_setting_then_sample_order_with_states_and_passed_flags():
+    gens = [
+        _gen("b", "Python/1", 1),
+        _gen("b", "Python/1", 0, hit=True),
+        _gen("a", "Python/2", 0, truncated=True),
+        _gen("a", "Python/1", 0),
+        _gen("a", "Python/3", 0),  # generated, not executed
+    ]
+    execs = [
+        _exe("b", "Python/1", 1, "passed"),
+        _exe("b", "Python/1", 0, "failed"),
+        _exe("a", "Python/1", 0, "passed"),
+        _exe("a", "Python/2", 0, "error"),
+        _exe("c", "Python/1", 0, "failed"),  # an execution without its generation
+    ]
+    samples, passed = group_samples(
+        _table("generations", GENERATION_COLUMNS, gens),
+        _table("executions", EXECUTION_COLUMNS, execs),
+    )
+    seen = [(s.setting_key, s.task_id, s.sample_index, s.state) for s in samples]
+    assert seen == [
+        ("a", "Python/2", 0, CellState.TRUNCATED),
+        ("a", "Python/1", 0, CellState.PASSED),
+        ("a", "Python/3", 0, CellState.NOT_EXECUTED),
+        ("b", "Python/1", 0, CellState.LENGTH_LIMIT),  # failed at the length limit
+        ("b", "Python/1", 1, CellState.PASSED),
+    ]
+    assert samples[2].outcome is None and samples[2].error_type is None
+    assert samples[3].error_type == "AssertionError" and samples[0].program == ""
+    assert passed == {
+        ("a", "Python/1"): [True],
+        ("a", "Python/2"): [False],
+        ("b", "Python/1"): [False, True],  # sample order, not row order
+        ("c", "Python/1"): [False],
+    }
+
+
+def test_batches_keep_groups_whole_and_in_order():
+    groups = [
+        Group(f"m{i}", f"model{i}", "b", f"model{i}", ({},) * n) for i, n in enumerate([4, 3, 5, 2])
+    ]
+    assert [[g.id for g in b] for b in batches(groups, size=7)] == [["m0", "m1"], ["m2", "m3"]]
+    assert [[g.id for g in b] for b in batches(groups, size=1)] == [["m0"], ["m1"], ["m2"], ["m3"]]
