@@ -192,11 +192,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _write_problems_view(store: str, out: Path, options):
     from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import VIEW_DIR, write_view
+    from orchestrator.report.view import VIEW_DIR, view_workers, write_view
     from storage.store import Store
 
     pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
-    return write_view(Store(store), out / VIEW_DIR, pairing, report_link="../report.html")
+    return write_view(
+        Store(store), out / VIEW_DIR, pairing, report_link="../report.html", workers=view_workers()
+    )
 
 
 def card_from_registry(benchmark: str) -> BenchmarkCard | None:

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -213,15 +216,41 @@ def _assets(root: Path) -> None:
         (root / target).write_text(folder.joinpath(name).read_text(encoding="utf-8"), "utf-8")
 
 
+def write_batch(
+    store: Store | str, root: Path, batch: Sequence[Group], options: PairOptions
+) -> int:
+    """Write a batch of groups (`batches`); returns the number of problem files. `store`: the
+    store, or its URI (in a worker process)."""
+    store = Store(store) if isinstance(store, str) else store
+    executions = read_executions(store, batch)
+    return sum(write_group(store, root, group, options, executions) for group in batch)
+
+
+def _done(batch: Sequence[Group]) -> None:
+    for group in batch:
+        logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
+
+
+def view_workers() -> int:
+    """The processes a command writes the view with: one per core (the batches of a 100-model
+    store are independent, and the work is Python and numpy in one thread each)."""
+    return os.cpu_count() or 1
+
+
 def write_view(
     store: Store,
     out: str | Path,
     options: PairOptions | None = None,
     report_link: str | None = None,
     generated_at: str | None = None,
+    workers: int = 1,
+    batch_settings: int = BATCH_SETTINGS,
 ) -> ViewSummary:
     """Write the problems view of every generated setting of `store` into `out` (created).
-    `report_link`: the report page relative to `out`, shown in the header (None: no link)."""
+    `report_link`: the report page relative to `out`, shown in the header (None: no link).
+    `workers` > 1: batches of `batch_settings` settings are written by that many processes,
+    which open the store by its URI (a store given with its own filesystem object needs 1);
+    the files are the same."""
     options = options or PairOptions()
     root = Path(out)
     if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
@@ -231,11 +260,19 @@ def write_view(
     generated = {setting_key_of(k) for k in store.shards("generations")}
     groups = groups_of(settings, generated)
     files = 0
-    for batch in batches(groups):
-        executions = read_executions(store, batch)
-        for group in batch:
-            files += write_group(store, root, group, options, executions)
-            logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
+    todo = batches(groups, batch_settings)
+    workers = min(workers, len(todo))
+    if workers > 1:  # each batch in a process of its own, reading the store by its URI
+        context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            jobs = [pool.submit(write_batch, store.uri, root, b, options) for b in todo]
+            for batch, job in zip(todo, jobs, strict=True):
+                files += job.result()
+                _done(batch)
+    else:
+        for batch in todo:
+            files += write_batch(store, root, batch, options)
+            _done(batch)
     keys = {str(s["setting_key"]): g.id for g in groups for s in g.settings}
     index = {
         "store": store.uri,

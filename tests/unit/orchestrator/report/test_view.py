@@ -3,17 +3,23 @@ read column by column: the order, states and passed flags the matrix and the pai
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 
 from orchestrator.report.inspection import CellState
+from orchestrator.report.problems import PairOptions
 from orchestrator.report.view import (
     EXECUTION_COLUMNS,
     GENERATION_COLUMNS,
     Group,
     batches,
     group_samples,
+    write_view,
 )
 from storage.schema import TABLES
+from storage.store import Store
+from tests.fixtures_store import write_grid_store
 
 
 def _table(name: str, columns: tuple[str, ...], rows: list[dict]) -> pa.Table:
@@ -88,3 +94,27 @@ def test_batches_keep_groups_whole_and_in_order():
     ]
     assert [[g.id for g in b] for b in batches(groups, size=7)] == [["m0", "m1"], ["m2", "m3"]]
     assert [[g.id for g in b] for b in batches(groups, size=1)] == [["m0"], ["m1"], ["m2"], ["m3"]]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_worker_processes_write_the_same_files_as_one_process(tmp_path):
+    """Two models in batches of one model each, written by two spawned processes that open the
+    store by its URI: the same files, byte for byte, as one process writes."""
+    write_grid_store(str(tmp_path / "store"))
+    store = Store(str(tmp_path / "store"))
+    options = PairOptions(n_resamples=200)
+    written = {}
+    for workers in (1, 2):
+        out = tmp_path / f"view-{workers}"
+        summary = write_view(
+            store, out, options, generated_at="then", workers=workers, batch_settings=60
+        )
+        assert summary.n_settings == 120 and len(summary.groups) == 2
+        written[workers] = _files(out)
+    assert len(written[1]) > 2 * 164
+    assert written[1] == written[2]
