@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.cli.common import add_store, existing_store
@@ -148,7 +149,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.build import build_report
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
-    from orchestrator.report.view import VIEW_DIR
+    from orchestrator.report.view import VIEW_DIR, view_groups
+    from storage.store import Store
 
     formats = parse_formats(args.format)
     existing_store(args.store)
@@ -164,14 +166,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         confidence=args.confidence if args.confidence is not None else defaults.confidence,
         seed=args.seed if args.seed is not None else defaults.seed,
     )
-    data = build_report(args.store, options)
+    data = build_report(args.store, options)  # a bad option fails here, before any file
     out = Path(args.out or _default_out(args.store))
-    link, view = None, None
-    if "html" in formats:  # the report's setting keys link to their column in the view
-        view = _write_problems_view(args.store, out, options)
-        shown = view.keys
-        link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
-    paths = write_report(data, out, formats, link)
+    link, view_job = None, None
+    with ThreadPoolExecutor(1) as background:
+        if "html" in formats:  # the report's setting keys link to their column in the view
+            groups = view_groups(Store(args.store))
+            shown = {str(s["setting_key"]) for g in groups for s in g.settings}
+            link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
+            # the view is written (by its processes) while this one writes the report
+            view_job = background.submit(_write_problems_view, args.store, out, options, groups)
+        paths = write_report(data, out, formats, link)
+        view = view_job.result() if view_job is not None else None
     for note in data.notes:
         _out(f"note: {note}")
     answers = data.table("answers")
@@ -190,14 +196,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_problems_view(store: str, out: Path, options):
+def _write_problems_view(store: str, out: Path, options, groups):
     from orchestrator.report.problems import PairOptions
     from orchestrator.report.view import VIEW_DIR, view_workers, write_view
     from storage.store import Store
 
     pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
     return write_view(
-        Store(store), out / VIEW_DIR, pairing, report_link="../report.html", workers=view_workers()
+        Store(store),
+        out / VIEW_DIR,
+        pairing,
+        report_link="../report.html",
+        workers=view_workers(),
+        groups=groups,
     )
 
 

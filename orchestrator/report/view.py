@@ -113,6 +113,12 @@ def groups_of(settings: Sequence[Mapping[str, Any]], generated: set[str]) -> lis
     return out
 
 
+def view_groups(store: Store) -> list[Group]:
+    """The groups the view of `store` shows (`groups_of` its settings with generations)."""
+    settings = store.read_table("settings").to_pylist()
+    return groups_of(settings, {setting_key_of(k) for k in store.shards("generations")})
+
+
 def _script(id_: str, payload: Any) -> str:
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return f"reprogridView.receive({json.dumps(id_)},{text});\n"
@@ -245,20 +251,19 @@ def write_view(
     generated_at: str | None = None,
     workers: int = 1,
     batch_settings: int = BATCH_SETTINGS,
+    groups: Sequence[Group] | None = None,
 ) -> ViewSummary:
     """Write the problems view of every generated setting of `store` into `out` (created).
     `report_link`: the report page relative to `out`, shown in the header (None: no link).
     `workers` > 1: batches of `batch_settings` settings are written by that many processes,
     which open the store by its URI (a store given with its own filesystem object needs 1);
-    the files are the same."""
+    the files are the same. `groups`: `view_groups(store)`, when the caller has them."""
     options = options or PairOptions()
     root = Path(out)
     if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
         shutil.rmtree(root / "data")
     root.mkdir(parents=True, exist_ok=True)
-    settings = store.read_table("settings").to_pylist()
-    generated = {setting_key_of(k) for k in store.shards("generations")}
-    groups = groups_of(settings, generated)
+    groups = list(view_groups(store) if groups is None else groups)
     files = 0
     todo = batches(groups, batch_settings)
     workers = min(workers, len(todo))
