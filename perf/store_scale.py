@@ -2,8 +2,9 @@
 "Compaction"): stores of N models x the paper's 60 settings (164 problems, one sample; the rows
 of the test fixture's `write_setting`, under the keys the paper60 grid of those models really
 has, so that `plan` finds every setting done), compacted as the end of a run leaves them. Then,
-each in a fresh process and side by side: `status`, `plan` of the whole grid, `report`
-(md,csv,html,json), `verify`, and `pandas.read_parquet` of `scores`, with their peak memory; and
+each in a fresh process and side by side: `status`, `plan` of the whole grid, `report` (md,csv,json;
+then with html, which writes the problems view in a process per core), `verify`, and
+`pandas.read_parquet` of `scores`, with their peak memory; and
 DuckDB over the same files as the reference (counting the execution rows, reading `scores`).
 
     python perf/store_scale.py                         # 660 and 6,000 settings (make bench-store)
@@ -155,10 +156,15 @@ def peak_mb() -> float:
 
 
 def report_out(**values: float | int) -> None:
-    """What a child prints for its parent: its measurements, then its peak memory."""
+    """What a child prints for its parent: its measurements, then its peak memory and the
+    largest peak of the processes it started (the problems view's workers)."""
+    import resource
+
     for name, value in values.items():
         print(f"MEASURED {name} {value}")
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     print(f"MEASURED peak_mb {peak_mb():.0f}", flush=True)
+    print(f"MEASURED children_peak_mb {children:.0f}", flush=True)
 
 
 def child(kind: str, args: list[str]) -> None:
@@ -198,7 +204,8 @@ def child(kind: str, args: list[str]) -> None:
 
 def _report_with_store_time(args: list[str]) -> dict[str, float]:
     """`reprogrid report`, timing every read of the store it makes (the rest is analysis and
-    rendering)."""
+    rendering; with html, the problems view's processes read too, and a thread of this one:
+    that time is not counted)."""
     import contextlib
     import io
 
@@ -276,10 +283,13 @@ def measure(root: Path, n_models: int, env: dict[str, str]) -> dict[str, Measure
     report_dir = root.parent / f"{root.name}-report"
     shutil.rmtree(report_dir, ignore_errors=True)
     report = ["report", "--store", str(root), "--out", str(report_dir), "--format"]
+    files = run_measured("report", [*report, "md,csv,json"], env)
+    shutil.rmtree(report_dir, ignore_errors=True)
     return {
         "status": run_measured("cli", ["status", "--store", str(root)], env),
         "plan": run_measured("plan", [str(root), str(n_models)], env),
-        "report": run_measured("report", [*report, "md,csv,html,json"], env),
+        "report": files,
+        "report_html": run_measured("report", [*report, "md,csv,html,json"], env),
         "verify": run_measured("cli", ["verify", "--store", str(root)], env),
         "pandas": run_measured("pandas", [str(root)], env),
         "duckdb": run_measured("duckdb", [str(root)], env),
@@ -298,7 +308,8 @@ ROWS = [
     ("plan: process s (work s)", lambda r: _two(r["m"]["plan"], "work_s")),
     ("  of which the index s", lambda r: f"{r['m']['plan'].values['index_s']:.2f}"),
     ("  of which samples, estimate s", lambda r: f"{r['m']['plan'].values['data_s']:.2f}"),
-    ("report: process s (store s)", lambda r: _two(r["m"]["report"], "store_s")),
+    ("report md,csv,json: process s (store s)", lambda r: _two(r["m"]["report"], "store_s")),
+    ("report +html, problems view: process s", lambda r: f"{r['m']['report_html'].wall_s:.1f}"),
     ("verify: process s (work s)", lambda r: _two(r["m"]["verify"], "work_s")),
     ("pandas.read_parquet(scores) s", lambda r: f"{r['m']['pandas'].values['work_s']:.2f}"),
     ("DuckDB count(*) executions s", lambda r: f"{r['m']['duckdb'].values['count_s']:.2f}"),
@@ -307,6 +318,13 @@ ROWS = [
         "peak MB: status/plan/report/verify",
         lambda r: "/".join(
             f"{r['m'][c].values['peak_mb']:.0f}" for c in ("status", "plan", "report", "verify")
+        ),
+    ),
+    (
+        "peak MB: +html (and each view worker)",
+        lambda r: "{:.0f} ({:.0f})".format(
+            r["m"]["report_html"].values["peak_mb"],
+            r["m"]["report_html"].values["children_peak_mb"],
         ),
     ),
 ]
@@ -327,7 +345,7 @@ def scaling(sizes: list[int], results: dict[int, dict[str, Any]]) -> str:
     """Seconds per 1,000 settings of each command's process at each size (flat or falling:
     linear or better)."""
     out = ["process seconds per 1,000 settings" + "".join(f"{n:>10,}" for n in sizes)]
-    for name in ("status", "plan", "report", "verify"):
+    for name in ("status", "plan", "report", "report_html", "verify"):
         per = [results[n]["m"][name].wall_s / n * 1000 for n in sizes]
         out.append(f"  {name:32}" + "".join(f"{p:>10.2f}" for p in per))
     return "\n".join(out)

@@ -146,7 +146,7 @@ def _default_out(store: str) -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.analysis.baseline import parse_baseline
-    from orchestrator.report.build import build_report
+    from orchestrator.report.build import check_report, finish_report
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
     from orchestrator.report.view import VIEW_DIR, view_groups
@@ -166,7 +166,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         confidence=args.confidence if args.confidence is not None else defaults.confidence,
         seed=args.seed if args.seed is not None else defaults.seed,
     )
-    data = build_report(args.store, options)  # a bad option fails here, before any file
+    checked = check_report(args.store, options)  # a bad option fails here, before any file
     out = Path(args.out or _default_out(args.store))
     link, view_job = None, None
     with ThreadPoolExecutor(1) as background:
@@ -174,8 +174,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}
             link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
-            # the view is written (by its processes) while this one writes the report
+            # the view is written (by its processes) while this one computes and writes the report
             view_job = background.submit(_write_problems_view, args.store, out, options, groups)
+        data = finish_report(checked)
         paths = write_report(data, out, formats, link)
         view = view_job.result() if view_job is not None else None
     for note in data.notes:

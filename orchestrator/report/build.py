@@ -317,10 +317,33 @@ def _sources(parts: Sequence[Published]) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class CheckedReport:
+    """A report's inputs, read and checked (`check_report`): what is left cannot fail on a
+    user's option."""
+
+    store_uri: str
+    options: ReportOptions
+    store: Store
+    settings: pd.DataFrame
+    counts: Mapping[str, ProblemCounts]
+    grid: pd.DataFrame
+    rows: Sequence[dict[str, Any]]
+    cards: Mapping[str, BenchmarkCard]
+    card_notes: list[str]
+    parts: Sequence[Published]
+
+
 def build_report(store_uri: str, options: ReportOptions | None = None) -> ReportData:
     """Read the store and compute every table of the report (see docs/report.md). Raises
     BaselineError (a ValueError) for a baseline value no setting of the store has, and
     LiteratureError for a literature or mapping file the user named that cannot be used."""
+    return finish_report(check_report(store_uri, options))
+
+
+def check_report(store_uri: str, options: ReportOptions | None = None) -> CheckedReport:
+    """The first part of `build_report`: read the grid and check the options against it (the
+    baseline, the literature and mapping files); raises as `build_report` does."""
     options = options or ReportOptions()
     store = Store(store_uri)
     settings = read_frame(store, "settings")
@@ -330,6 +353,16 @@ def build_report(store_uri: str, options: ReportOptions | None = None) -> Report
     check_baseline_in_store(options.baseline, _axis_values(rows))
     cards, card_notes = store_cards(settings, options)
     parts = published(grid, cards, options)
+    return CheckedReport(
+        store_uri, options, store, settings, counts, grid, rows, cards, card_notes, parts
+    )
+
+
+def finish_report(checked: CheckedReport) -> ReportData:
+    """The rest of `build_report`: every table, from inputs `check_report` read and checked."""
+    store_uri, options, store = checked.store_uri, checked.options, checked.store
+    settings, counts, grid, rows = checked.settings, checked.counts, checked.grid, checked.rows
+    cards, card_notes, parts = checked.cards, checked.card_notes, checked.parts
     literature, figure = _literature_tables(parts, grid, options.confidence)
     effects, pairs = _effect_tables(rows, options.baseline)
     (findings, comparisons), evidence_notes = evidence_tables(
