@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -168,17 +169,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     checked = check_report(args.store, options)  # a bad option fails here, before any file
     out = Path(args.out or _default_out(args.store))
-    link, view_job = None, None
+    link, view_job, stop = None, None, threading.Event()
     with ThreadPoolExecutor(1) as background:
         if "html" in formats:  # the report's setting keys link to their column in the view
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}
             link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
             # the view is written (by its processes) while this one computes and writes the report
-            view_job = background.submit(_write_problems_view, args.store, out, options, groups)
-        data = finish_report(checked)
-        paths = write_report(data, out, formats, link)
-        view = view_job.result() if view_job is not None else None
+            view_job = background.submit(
+                _write_problems_view, args.store, out, options, groups, stop
+            )
+        try:
+            data = finish_report(checked)
+            paths = write_report(data, out, formats, link)
+            view = view_job.result() if view_job is not None else None
+        except BaseException:  # Ctrl-C, or a failure: the view stops too, not after its work
+            stop.set()
+            raise
     for note in data.notes:
         _out(f"note: {note}")
     answers = data.table("answers")
@@ -197,7 +204,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_problems_view(store: str, out: Path, options, groups):
+def _write_problems_view(store: str, out: Path, options, groups, stop):
     from orchestrator.report.problems import PairOptions
     from orchestrator.report.view import VIEW_DIR, view_workers, write_view
     from storage.store import Store
@@ -210,6 +217,7 @@ def _write_problems_view(store: str, out: Path, options, groups):
         report_link="../report.html",
         workers=view_workers(),
         groups=groups,
+        cancel=stop,
     )
 
 

@@ -22,8 +22,10 @@ import logging
 import multiprocessing
 import os
 import shutil
+import threading
+import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -34,7 +36,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from orchestrator.report.inspection import STATE_CODE, cell_state
-from orchestrator.report.problems import PairOptions, ViewSample, matrix, pairs, problem_texts
+from orchestrator.report.problems import (
+    SHOWN_AXES,
+    PairOptions,
+    ViewSample,
+    matrix,
+    pairs,
+    problem_texts,
+)
 from storage.integrity import setting_key_of
 from storage.store import Store
 
@@ -60,6 +69,8 @@ GENERATION_COLUMNS = (
     "prompt_truncated",
     "hit_length_limit",
 )
+# what groups_of, matrix and the setting axes read of a settings row
+SETTING_COLUMNS = ("setting_key", "status", "model_name", *SHOWN_AXES, "template_kind")
 EXECUTION_COLUMNS = (
     "setting_key",
     "task_id",
@@ -114,8 +125,10 @@ def groups_of(settings: Sequence[Mapping[str, Any]], generated: set[str]) -> lis
 
 
 def view_groups(store: Store) -> list[Group]:
-    """The groups the view of `store` shows (`groups_of` its settings with generations)."""
-    settings = store.read_table("settings").to_pylist()
+    """The groups the view of `store` shows (`groups_of` its settings with generations), with
+    the settings columns the view reads (a settings row holds ~60: at 20,000 settings all of
+    them took 330 MB, and the groups travel to the view's worker processes)."""
+    settings = store.read_table("settings", columns=SETTING_COLUMNS).to_pylist()
     return groups_of(settings, {setting_key_of(k) for k in store.shards("generations")})
 
 
@@ -196,9 +209,9 @@ def write_group(
 ) -> int:
     """One group's matrix, pairs and problem files; returns the number of problem files.
     `executions`: the execution rows of its batch (`read_executions`)."""
-    keys = _keys([group])
-    mine = executions.filter(pc.is_in(executions["setting_key"], pa.array(keys)))
-    generations = store.read_table("generations", keys, columns=GENERATION_COLUMNS)
+    group_keys = _keys([group])
+    mine = executions.filter(pc.is_in(executions["setting_key"], pa.array(group_keys)))
+    generations = store.read_table("generations", group_keys, columns=GENERATION_COLUMNS)
     samples, passed = group_samples(generations, mine)
     states: dict[tuple[str, str], list[str]] = {}
     by_task: dict[str, list[ViewSample]] = {}
@@ -232,6 +245,28 @@ def write_batch(
     return sum(write_group(store, root, group, options, executions) for group in batch)
 
 
+def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
+    """A view worker's initializer: a thread that ends the worker once `parent` is gone (its
+    parent changes). A report stopped by SIGTERM or SIGKILL cannot stop its workers itself,
+    and they would go on writing the view into its folder."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+class ViewCancelled(Exception):
+    """The caller stopped the view (`write_view`'s `cancel`) before it was written."""
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise ViewCancelled("the problems view was stopped before it was written")
+
+
 def _done(batch: Sequence[Group]) -> None:
     for group in batch:
         logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
@@ -252,12 +287,15 @@ def write_view(
     workers: int = 1,
     batch_settings: int = BATCH_SETTINGS,
     groups: Sequence[Group] | None = None,
+    cancel: threading.Event | None = None,
 ) -> ViewSummary:
     """Write the problems view of every generated setting of `store` into `out` (created).
     `report_link`: the report page relative to `out`, shown in the header (None: no link).
     `workers` > 1: batches of `batch_settings` settings are written by that many processes,
-    which open the store by its URI (a store given with its own filesystem object needs 1);
-    the files are the same. `groups`: `view_groups(store)`, when the caller has them."""
+    which open the store by its URI (ValueError for a store given a filesystem its URI does
+    not name); the files are the same. `groups`: `view_groups(store)`, when the caller has them.
+    `cancel`, once set: ViewCancelled between batches (a report stopped while its view is
+    written in the background); the batches being written finish, no other begins."""
     options = options or PairOptions()
     root = Path(out)
     if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
@@ -267,15 +305,32 @@ def write_view(
     files = 0
     todo = batches(groups, batch_settings)
     workers = min(workers, len(todo))
+    if workers > 1 and type(Store(store.uri).fs) is not type(store.fs):
+        raise ValueError(
+            f"the view's {workers} worker processes open the store by its URI {store.uri!r}, "
+            f"which names another filesystem than the store's own: write it with workers=1"
+        )
     if workers > 1:  # each batch in a process of its own, reading the store by its URI
         context = multiprocessing.get_context("spawn")  # no fork of a process with threads
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            jobs = [pool.submit(write_batch, store.uri, root, b, options) for b in todo]
-            for batch, job in zip(todo, jobs, strict=True):
-                files += job.result()
-                _done(batch)
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+        ) as pool:
+            # One batch per worker in flight, the next submitted as one finishes: a worker's
+            # Ctrl-C fails its batch only, and a queued batch would still be written.
+            waiting = list(reversed(todo))
+            running: dict[Future[int], list[Group]] = {}
+            while waiting or running:
+                _check(cancel)
+                while waiting and len(running) < workers:
+                    batch = waiting.pop()
+                    running[pool.submit(write_batch, store.uri, root, batch, options)] = batch
+                finished, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                for job in finished:
+                    files += job.result()  # a worker's failure (or Ctrl-C) raises here
+                    _done(running.pop(job))
     else:
         for batch in todo:
+            _check(cancel)
             files += write_batch(store, root, batch, options)
             _done(batch)
     keys = {str(s["setting_key"]): g.id for g in groups for s in g.settings}

@@ -3,10 +3,17 @@ read column by column: the order, states and passed flags the matrix and the pai
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+from orchestrator.report import view
 from orchestrator.report.inspection import CellState
 from orchestrator.report.problems import PairOptions
 from orchestrator.report.view import (
@@ -102,12 +109,20 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
-def test_worker_processes_write_the_same_files_as_one_process(tmp_path):
+def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypatch):
     """Two models in batches of one model each, written by two spawned processes that open the
     store by its URI: the same files, byte for byte, as one process writes."""
     write_grid_store(str(tmp_path / "store"))
     store = Store(str(tmp_path / "store"))
     options = PairOptions(n_resamples=200)
+    submitted: list[tuple] = []
+
+    class Pool(view.ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(args[:1])  # the store's URI: what a worker opens
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(view, "ProcessPoolExecutor", Pool)
     written = {}
     for workers in (1, 2):
         out = tmp_path / f"view-{workers}"
@@ -116,5 +131,85 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path):
         )
         assert summary.n_settings == 120 and len(summary.groups) == 2
         written[workers] = _files(out)
+    assert submitted == [(store.uri,), (store.uri,)]  # two batches, in worker processes
     assert len(written[1]) > 2 * 164
     assert written[1] == written[2]
+
+
+def test_workers_refuse_a_store_whose_uri_names_another_filesystem(tmp_path):
+    """A store given its own filesystem object cannot be reopened by a worker from its URI:
+    the view says so rather than have the workers read another store."""
+    import pyarrow.fs as pafs
+
+    write_grid_store(str(tmp_path / "store"))
+    local = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    store = Store("store", filesystem=local)  # "store" in the subtree; a worker: in its cwd
+    assert len(view.view_groups(store)) == 2
+    with pytest.raises(ValueError, match="workers=1"):
+        write_view(
+            store, tmp_path / "view", PairOptions(n_resamples=50), workers=2, batch_settings=60
+        )
+    assert not (tmp_path / "view" / "data").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_set_cancel_stops_the_view_before_a_batch(tmp_path, workers):
+    """`report` sets `cancel` when it is stopped while the view is written beside it: no batch
+    begins after that, and no index is written."""
+    write_grid_store(str(tmp_path / "store"))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(view.ViewCancelled):
+        write_view(
+            Store(str(tmp_path / "store")),
+            tmp_path / "view",
+            PairOptions(n_resamples=50),
+            workers=workers,
+            batch_settings=60,
+            cancel=stop,
+        )
+    assert not (tmp_path / "view" / "data" / "index.js").exists()
+    assert not list((tmp_path / "view").rglob("matrix.js"))
+
+
+PARENT = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from orchestrator.report.view import exit_with_parent
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(
+        1, mp_context=multiprocessing.get_context("spawn"),
+        initializer=exit_with_parent, initargs=(os.getpid(), 0.05),
+    )
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 60)
+    os._exit(0)  # as SIGKILL or SIGTERM would: no shutdown of the pool
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_view_worker_exits_when_its_parent_is_gone(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    root = Path(__file__).resolve().parents[4]
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(worker), f"worker {worker} still runs after its parent exited"
