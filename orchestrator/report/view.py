@@ -272,10 +272,16 @@ def _done(batch: Sequence[Group]) -> None:
         logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
 
 
+MAX_VIEW_WORKERS = 4  # each holds 0.4-0.7 GB at 6,000-20,000 settings: a login node's 64 cores
+# would take tens of GB for a view that 4 processes write in a few times 10 s
+
+
 def view_workers() -> int:
-    """The processes a command writes the view with: one per core (the batches of a 100-model
-    store are independent, and the work is Python and numpy in one thread each)."""
-    return os.cpu_count() or 1
+    """The processes a command writes the view with: one per core this process may use, at
+    most MAX_VIEW_WORKERS (the batches of a 100-model store are independent, and the work is
+    Python and numpy in one thread each)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(usable or 1, MAX_VIEW_WORKERS))
 
 
 def write_view(

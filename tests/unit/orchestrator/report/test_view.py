@@ -213,3 +213,10 @@ def test_a_view_worker_exits_when_its_parent_is_gone(tmp_path):
     while _running(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(worker), f"worker {worker} still runs after its parent exited"
+
+
+def test_view_workers_are_the_usable_cores_at_most_four(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
+    assert view.view_workers() == view.MAX_VIEW_WORKERS == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3}, raising=False)
+    assert view.view_workers() == 1
