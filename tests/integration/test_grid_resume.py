@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.processes import alive_in_group
+from tests.processes import alive_in_group, left_behind, run_marker
 
 GRID = [
     "model=tiny",
@@ -60,7 +60,8 @@ def run_to_end(args, env, timeout=600) -> str:
 def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     store = tmp_path / "store"
     args = ["run", *GRID, f"store={store}"]
-    proc = reprogrid(args, env)
+    marker = run_marker()
+    proc = reprogrid(args, {**env, marker[0]: marker[1]})
     deadline = time.monotonic() + 600
     while len(complete_keys(store)) < 3:
         assert proc.poll() is None, proc.stdout.read()
@@ -70,6 +71,8 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     proc.wait(30)
     time.sleep(2)
     assert alive_in_group(proc.pid) == []
+    # Ray's services and workers, in process groups of their own, die with the driver
+    assert left_behind(*marker, timeout_s=30) == []
     before = complete_keys(store)
     assert 3 <= len(before) < 12
     # the dead run never closed its record: status says it was interrupted, not running

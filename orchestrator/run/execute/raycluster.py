@@ -4,9 +4,11 @@ that talks to Ray."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -38,17 +40,54 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
         logger.info("starting a local Ray instance")
         slots = cluster.num_cpus or os.cpu_count() or 1
         resources = {cluster.exec_resource: float(slots)} if cluster.exec_resource else None
-        ctx = ray.init(
-            address="local",
-            num_cpus=cluster.num_cpus,
-            num_gpus=cluster.num_gpus,
-            resources=resources,
-            include_dashboard=False,
-            log_to_driver=False,
-        )
+        with services_in_their_own_process_groups():
+            ctx = ray.init(
+                address="local",
+                num_cpus=cluster.num_cpus,
+                num_gpus=cluster.num_gpus,
+                resources=resources,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
         started = True
     address = getattr(ctx, "address_info", {}).get("address", cluster.address or "local")
     return {"address": address, "started": started}
+
+
+@contextlib.contextmanager
+def services_in_their_own_process_groups() -> Iterator[None]:
+    """While inside, the processes Ray starts for a local instance (GCS, raylet and the ones
+    they start) begin in process groups of their own, outside the driver's.
+
+    A signal to the driver's process group (what a scheduler or `kill -TERM -PGID` sends to a
+    job) must reach the driver alone: it stops at its next safe point and then stops the
+    instance. Ray blocks SIGINT in its services for this reason, not SIGTERM; a group SIGTERM
+    killed GCS while the driver was in a call that needs it (the first submission of a task
+    function is exported to GCS), and Ray ended the driver 60 s later with exit 1 and the run
+    still marked running. On Windows Ray itself starts its services in new process groups.
+    They still die with the driver if it is killed outright: Ray binds them to it (Linux
+    PR_SET_PDEATHSIG), whatever their group."""
+    from ray._private import services  # the Popen class every service is started with
+
+    original = getattr(services, "ConsolePopen", None)
+    if original is None:
+        logger.warning(
+            "this Ray version starts its services differently: a signal to the driver's "
+            "process group also reaches the local instance's processes"
+        )
+        yield
+        return
+
+    class OwnGroupPopen(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)  # setpgid(0, 0) in the child, before exec
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen  # type: ignore[misc]  # a class name, rebound
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original  # type: ignore[misc]
 
 
 CONNECT_ATTEMPTS = 3

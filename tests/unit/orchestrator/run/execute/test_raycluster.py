@@ -1,0 +1,127 @@
+"""The local Ray instance a run starts (run/execute/raycluster.py): its services outside the
+driver's process group, so a signal to that group reaches the driver alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[5]
+
+# A driver in a session of its own: it starts the local instance, sends SIGTERM to its whole
+# process group (as a scheduler does to a job), waits until GCS would have exited had it been
+# in that group, then submits the first task of a function (which Ray exports to GCS first)
+# and stops the instance. With GCS dead the submission would block until Ray ended the
+# process, 60 s later, with exit 1.
+DRIVER = textwrap.dedent(
+    """
+    import os, signal, time
+
+    import ray
+
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.raycluster import start_ray, stop_ray
+    from orchestrator.run.execute.signals import StopRequest, recording_signals, reinstall
+
+    cluster = load_run_config(["cluster.num_cpus=1"]).cluster
+    with recording_signals(StopRequest()) as stop:
+        start_ray(cluster)
+        reinstall(stop)
+        os.killpg(0, signal.SIGTERM)
+        while not stop.requested:
+            time.sleep(0.01)
+        time.sleep(3)
+
+        @ray.remote(num_cpus=0)
+        def one():
+            return 1
+
+        print("task returned", ray.get(one.remote(), timeout=20), flush=True)
+        stop_ray()
+    print("stopped after", signal.Signals(stop.signum).name, flush=True)
+    """
+)
+
+
+def test_a_signal_to_the_drivers_process_group_leaves_the_local_instance_running(tmp_path):
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # the SIGTERM to its group stays away from pytest's
+    )
+    try:
+        out, _ = proc.communicate(timeout=50)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # Ray's services die with it (they are bound to their parent)
+        out, _ = proc.communicate()
+        pytest.fail(f"the driver hung after the signal to its group:\n{out}")
+    assert proc.returncode == 0, out
+    assert "task returned 1" in out, out
+    assert "stopped after SIGTERM" in out, out
+
+
+def test_the_services_start_outside_the_callers_process_group():
+    """Every process the local instance starts, and only while it starts."""
+    import ray
+    from ray._private import services
+
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.raycluster import start_ray, stop_ray
+
+    original = services.ConsolePopen
+    if ray.is_initialized():
+        pytest.skip("another test left Ray connected")
+    before = set(_descendants(os.getpid()))
+    info = start_ray(load_run_config(["cluster.num_cpus=1"]).cluster)
+    try:
+        assert info["started"]
+        assert services.ConsolePopen is original  # put back after ray.init
+        started = set(_descendants(os.getpid())) - before
+        assert started, "the local instance started no process"
+        in_my_group = [pid for pid in started if _pgid(pid) == os.getpgrp()]
+        assert in_my_group == []
+    finally:
+        stop_ray()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat[0] != "Z":
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
