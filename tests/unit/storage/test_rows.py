@@ -1,0 +1,47 @@
+"""Reading a table's rows through the store (storage/rows.py): a few members of a pack read
+the same rows, in the same order, as their loose shards did, and only those rows are kept."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from storage.compact import PackPolicy, compact
+from storage.rows import members_only
+from storage.store import Store
+from tests.fixtures_store import write_synthetic_store
+
+
+def test_members_only_copies_the_members_rows_and_says_where_they_are():
+    data = pa.table({"row": list(range(10))})
+    where = {"a": (2, 3), "b": (7, 1), "empty": (5, 0)}
+    copied, at = members_only(data, where)
+    assert copied.column("row").to_pylist() == [2, 3, 4, 7]
+    assert at == {"a": (0, 3), "b": (3, 1), "empty": (3, 0)}
+    for key, (first, n) in where.items():
+        rows = copied.slice(*at[key]).column("row").to_pylist()
+        assert rows == data.slice(first, n).column("row").to_pylist()
+
+
+def test_members_only_keeps_a_table_that_is_all_members():
+    data = pa.table({"row": list(range(4))})
+    copied, at = members_only(data, {"a": (0, 1), "b": (1, 3)})
+    assert copied is data and at == {"a": (0, 1), "b": (1, 3)}
+    nothing, where = members_only(data, {"empty": (2, 0)})
+    assert nothing.num_rows == 0 and where == {"empty": (0, 0)}
+
+
+def test_a_few_members_of_shared_row_groups_read_as_their_loose_shards_did(tmp_path):
+    write_synthetic_store(str(tmp_path))
+    store = Store(str(tmp_path))
+    keys = sorted(store.read_table("scores").column("setting_key").to_pylist())
+    chosen = [keys[1], keys[4], keys[-1]]  # spread over the pack: its row groups hold others
+    columns = ["setting_key", "task_id", "sample_index", "passed"]
+    before = store.read_table("executions", chosen, columns=columns)
+    assert 0 < before.num_rows < store.read_table("executions").num_rows
+    with store.writer_lock():
+        compact(store, PackPolicy())  # several settings per row group
+    packed = Store(str(tmp_path))
+    assert not any(packed.view("executions").loose)
+    after = packed.read_table("executions", chosen, columns=columns)
+    assert after.equals(before)
+    assert packed.read_table("executions", chosen).select(columns).equals(before)
