@@ -181,7 +181,7 @@ def compare_rows(
     return compare_pairs([*a_rows, *b_rows], [(i, m + i) for i in range(m)], resamples, confidence)
 
 
-PAIR_CHUNK = 256  # pairs whose (pairs x resamples) bootstrap means are held at once
+PAIR_CHUNK = 128  # pairs whose (pairs x resamples) bootstrap means are held at once
 HELD_PROJECTIONS = 8_000_000  # rows x resamples projected once up front (64 MB), else per chunk
 
 
