@@ -218,6 +218,14 @@ def _check_seal(payload: bytes, kv: dict[bytes, bytes]) -> bool:
                 f"no {VERSION_KEY.decode()} in the footer: not written by reprogrid, or the "
                 "footer is damaged",
             )
+        if _footer_names_a_seal(payload):
+            # A flipped bit in the count of the footer's key-value list can drop the seal's
+            # entries while the footer still parses: the file would pass for an unsealed one of
+            # an older writer, whose footer never holds these names.
+            raise ShardDamaged(
+                ProblemKind.CHECKSUM_RECORD,
+                "the footer holds a checksum record its metadata does not list",
+            )
         return False
     if seal_value != SEAL or digest is None or not _DIGEST.fullmatch(digest):
         raise ShardDamaged(
@@ -234,6 +242,12 @@ def _check_seal(payload: bytes, kv: dict[bytes, bytes]) -> bool:
             f"SHA-256 {actual.decode()[:16]}..., recorded {digest.decode()[:16]}...",
         )
     return True
+
+
+def _footer_names_a_seal(payload: bytes) -> bool:
+    footer_start = len(payload) - 8 - struct.unpack("<I", payload[-8:-4])[0]
+    start = max(footer_start, 4)
+    return payload.find(SEAL_KEY, start) >= 0 or payload.find(CHECKSUM_KEY, start) >= 0
 
 
 def _check_schema(found: pa.Schema, expected: pa.Schema) -> None:

@@ -8,7 +8,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from storage.integrity import ShardDamaged, Trust, inspect
+from storage.integrity import (
+    CHECKSUM_KEY,
+    SEAL_KEY,
+    VERSION_KEY,
+    ProblemKind,
+    ShardDamaged,
+    Trust,
+    inspect,
+)
 from storage.packs import (
     decode_members,
     derive_record,
@@ -98,6 +106,32 @@ def test_bit_flips_across_a_pack_are_caught_and_cost_only_their_row_group(member
     footer = bytearray(payload)
     footer[footer_start(payload) + 3] ^= 1
     assert intact_groups(bytes(footer), record) is None  # no footer: nothing vouched for
+
+
+@pytest.mark.parametrize("table", PACKED)
+def test_a_footer_list_that_lost_the_seal_is_caught(members, table):
+    """The count of the footer's key-value list (one byte in Thrift's compact encoding) cut so
+    that the list ends before the seal's entries: the footer still parses, the schema version
+    is still there, and the pack would pass for an unsealed shard of an older writer, decoded
+    and trusted by its page CRCs. A single flipped bit of that byte did it to a scores pack."""
+    payload, _ = pack(members, table)
+    # each entry starts with field 1 (binary), the key's length, the key; in the file's order
+    at = {
+        key: payload.find(b"\x18" + bytes([len(key)]) + key, footer_start(payload))
+        for key in pq.ParquetFile(pa.BufferReader(payload)).metadata.metadata
+    }
+    keys = sorted(at, key=at.__getitem__)
+    header = at[keys[0]] - 1  # the list's header byte: its count, then its type (a struct)
+    assert payload[header] == (len(keys) << 4) | 0x0C, "not the list's header"
+    kept = min(keys.index(SEAL_KEY), keys.index(CHECKSUM_KEY))
+    assert kept > keys.index(VERSION_KEY), "the version comes after the seal: nothing to test"
+    damaged = bytearray(payload)
+    damaged[header] = (kept << 4) | 0x0C
+    kv = pq.ParquetFile(pa.BufferReader(bytes(damaged))).metadata.metadata
+    assert VERSION_KEY in kv and SEAL_KEY not in kv and CHECKSUM_KEY not in kv
+    with pytest.raises(ShardDamaged) as caught:
+        inspect(bytes(damaged), TABLES[table])
+    assert caught.value.kind is ProblemKind.CHECKSUM_RECORD
 
 
 @pytest.mark.heavy
