@@ -8,6 +8,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -98,6 +99,7 @@ def left_behind(name: str, value: str, timeout_s: float) -> list[int]:
     while (alive := alive_with_env(name, value)) and time.monotonic() < deadline:
         time.sleep(0.5)
     for pid in alive:
+        sys.stderr.write(f"left behind: {describe(pid)}\n")  # pytest shows it on failure
         with contextlib.suppress(ProcessLookupError):
             handle = os.pidfd_open(pid)  # pins the process: its pid cannot be reused meanwhile
             try:
@@ -106,3 +108,17 @@ def left_behind(name: str, value: str, timeout_s: float) -> list[int]:
             finally:
                 os.close(handle)
     return alive
+
+
+def describe(pid: int) -> str:
+    """What a process is, for a failure message: pid, parent, group, state and command line."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+        cmdline = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return f"{pid} (gone)"
+    fields = stat.rsplit(")", 1)[1].split()
+    state, ppid, pgid = fields[0], fields[1], fields[2]
+    return f"{pid} ppid={ppid} pgid={pgid} state={state}: {cmdline.strip()[:300]}"
