@@ -16,7 +16,7 @@ plan counts a setting's samples from its file's footer); the manifest records th
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,6 +36,8 @@ from storage.store import Store
 logger = logging.getLogger(__name__)
 
 PACKED_TABLES = ("settings", "executions", "scores", "runs", "repeat_checks")
+# the tables whose packs hold a model's settings together (`cut`); the others are cut in key order
+BY_MODEL = frozenset({"settings", "executions", "scores"})
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,11 @@ def _compact_table(
     if len(loose) < policy.min_loose or len(loose) + len(small) < 2:
         return TableCompaction(table, 0, 0, before, before)  # it would not make fewer files
     parts, retire = _gather(store, table, view, loose, small)
-    groups = [parts[i : i + policy.max_members] for i in range(0, len(parts), policy.max_members)]
+    if table in BY_MODEL:
+        owner = _models(store)
+        groups = cut(parts, lambda key: owner.get(setting_key_of(key), ""), policy.max_members)
+    else:
+        groups = cut(parts, lambda key: "", policy.max_members)
     records = packing.pack_files(store, table, groups, retire, policy.group_rows(table))
     after = store.view(table)
     return TableCompaction(
@@ -174,6 +180,34 @@ def _compact_table(
         before,
         len(after.loose) + len(after.packs),
     )
+
+
+def cut(
+    parts: Sequence[tuple[str, pa.Table]], group_of: Callable[[str], str], max_members: int
+) -> list[list[tuple[str, pa.Table]]]:
+    """`parts` ((key, rows)) cut into packs of at most `max_members`, a group's members next to
+    each other (in group, then key order) and each pack's members in key order (a pack's
+    layout). Setting keys are hashes: cut in key order, every pack of a 100-model store held
+    some settings of every model, and reading one model's rows (or the problems view's batch
+    of ten) decoded row groups of every pack."""
+    ordered = sorted(parts, key=lambda part: (group_of(part[0]), part[0]))
+    packs = [ordered[i : i + max_members] for i in range(0, len(ordered), max_members)]
+    return [sorted(pack, key=lambda part: part[0]) for pack in packs]
+
+
+def _models(store: Store) -> dict[str, str]:
+    """Each stored setting's model and benchmark (one string), the group its rows are packed
+    with."""
+    settings = store.read_table("settings", columns=["setting_key", "model_name", "benchmark"])
+    return {
+        str(key): f"{model}\0{benchmark}"
+        for key, model, benchmark in zip(
+            settings.column("setting_key").to_pylist(),
+            settings.column("model_name").to_pylist(),
+            settings.column("benchmark").to_pylist(),
+            strict=True,
+        )
+    }
 
 
 def _gather(

@@ -19,7 +19,7 @@ import pytest
 from storage.compact import PackPolicy, compact
 from storage.errors import NotLockHolder
 from storage.index import build_index
-from storage.integrity import ProblemKind
+from storage.integrity import ProblemKind, setting_key_of
 from storage.layout import is_pack_name
 from storage.schema import TABLES
 from storage.store import QUARANTINE_DIR, REASON_FILE, Store
@@ -106,6 +106,29 @@ def test_packs_hold_the_same_rows_for_every_reader(tmp_path):
     assert verify_store(store).ok
     again = compacted(store)  # nothing new: nothing rewritten
     assert all(t.packs_written == 0 for t in again.tables)
+
+
+def test_a_models_settings_are_packed_together(tmp_path):
+    """Setting keys are hashes: packs cut in key order mixed every model into every pack."""
+    store = Store(str(tmp_path))
+    owner = {}
+    for model in ("m-a", "m-b", "m-c"):
+        for length in (256, 512, 1024, 2048):
+            owner[write_setting(store, Spec(model, "own", "greedy", length, "bf16", 10))] = model
+    _write_run(store, list(owner))
+    with_model_order = sorted(owner, key=lambda k: (owner[k], k))
+    assert with_model_order != sorted(owner)  # else key order would pass this test too
+    compacted(store, PackPolicy(max_members=4))
+    store = Store(str(tmp_path))
+    for table in ("settings", "executions", "scores"):
+        packs = store.view(table).packs
+        assert len(packs) == 3 and not store.view(table).loose
+        models = [{owner[setting_key_of(m.key)] for m in p.record.members} for p in packs]
+        assert sorted(map(sorted, models)) == [["m-a"], ["m-b"], ["m-c"]], table
+        for pack in packs:  # a pack's own layout: its members in key order
+            keys = [m.key for m in pack.record.members]
+            assert keys == sorted(keys)
+    assert verify_store(store).ok
 
 
 def test_new_settings_join_the_small_pack(tmp_path):
