@@ -271,7 +271,10 @@ class _Projections:
         self.whole = np.all((x == 0) | (x == 1), axis=1)
         self.held = x.shape[0] * resamples.n_resamples <= HELD_PROJECTIONS
         self._sums = x @ resamples.counts.T if self.held else None
-        self._counted = self._sums.astype(np.intp) if self._sums is not None else None
+        # a whole row's bootstrap sums lie in [0, n]: held (and gathered per pair) as int16 when
+        # n allows, a quarter of intp's bytes
+        self.counted_dtype = np.dtype(np.int16 if self.n < 2**15 else np.int32)
+        self._counted = self._sums.astype(self.counted_dtype) if self._sums is not None else None
         self._flips: np.ndarray | None = None  # projected on the first sign-flip test
 
     def chunks(self, ia: np.ndarray, ib: np.ndarray) -> list[np.ndarray]:
@@ -308,9 +311,11 @@ class _Projections:
             low, high = np.quantile(b / self.n - a / self.n, levels, axis=1)
             return low, high
         a, b = self._pairs_of(ia, ib, self._counted, self.resamples.counts)
+        a, b = a.astype(self.counted_dtype, copy=False), b.astype(self.counted_dtype, copy=False)
         width = 2 * self.n + 1
-        diffs = b.astype(np.intp, copy=False) - a.astype(np.intp, copy=False)
-        diffs += (np.arange(ia.size) * width + self.n)[:, None]
+        index = np.int32 if ia.size * width < 2**31 else np.intp  # a bin per pair and value
+        diffs = np.subtract(b, a, dtype=index)  # in [-n, n], then moved to the pair's bins
+        diffs += (np.arange(ia.size, dtype=index) * width + self.n)[:, None]
         counts = np.bincount(diffs.ravel(), minlength=ia.size * width)
         below = np.cumsum(counts.reshape(ia.size, width), axis=1)  # values <= each bin
         last = self.resamples.n_resamples - 1

@@ -244,12 +244,13 @@ def pairs(
     `compare_paired` draws for that seed), so all pairs cost about as much as the settings."""
     outcomes = _outcomes(keys, passed)
     found: dict[str, dict[str, Any]] = {}
+    tasks_of = [tuple(sorted(outcomes[key])) for key in keys]
     by_tasks: dict[tuple[str, ...], list[int]] = {}
-    for i, key in enumerate(keys):
-        by_tasks.setdefault(tuple(sorted(outcomes[key])), []).append(i)
+    for i, tasks in enumerate(tasks_of):
+        by_tasks.setdefault(tasks, []).append(i)
     for i in range(len(keys)):
         for j in range(i + 1, len(keys)):
-            if tuple(sorted(outcomes[keys[i]])) != tuple(sorted(outcomes[keys[j]])):
+            if tasks_of[i] != tasks_of[j]:
                 try:
                     align_problems(outcomes[keys[i]], outcomes[keys[j]])
                 except PairingError as e:
