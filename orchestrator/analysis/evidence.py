@@ -128,14 +128,22 @@ def _at(cell: Cell, axis: str, pinned: Mapping[str, Any]) -> str:
 
 def _one_axis_pairs(model_cells: Sequence[Cell], pinned: Mapping[str, Any]):
     """(axis, reference, changed) for cells of one model that differ in exactly one pinned
-    axis, the reference holding the baseline's value on it."""
+    axis, the reference holding the baseline's value on it; by reference, then changed cell,
+    in `model_cells` order. Cells are found by their values on the other axes (comparing every
+    two of a model's 60 cells on every axis took 2 s of a 100-model report)."""
+    axes = [(i, axis) for i, axis in enumerate(AXES) if axis in pinned]
+    alike: dict[tuple[int, tuple[Any, ...]], list[int]] = {}  # the same but on axis i
+    for n, cell in enumerate(model_cells):
+        for i, _ in axes:
+            alike.setdefault((i, cell.values[:i] + cell.values[i + 1 :]), []).append(n)
     for ref in model_cells:
-        for cell in model_cells:
-            changed = [a for a in AXES if cell.value(a) != ref.value(a)]
-            if len(changed) == 1 and changed[0] in pinned:
-                axis = changed[0]
-                if ref.value(axis) == pinned[axis]:
-                    yield axis, ref, cell
+        found = []
+        for i, axis in axes:
+            if ref.values[i] == pinned[axis]:
+                others = alike[(i, ref.values[:i] + ref.values[i + 1 :])]
+                found += [(n, axis) for n in others if model_cells[n].values[i] != ref.values[i]]
+        for n, axis in sorted(found):
+            yield axis, ref, model_cells[n]
 
 
 def _effect_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> list[Planned]:
