@@ -105,7 +105,8 @@ def build(root: Path, n_models: int, loose: bool) -> dict[str, float]:
 
     prepared = prepared_grid(root, n_models)
     identities = prepared.execution_identities()
-    cells = sorted(prepared.cells, key=lambda c: c.key)
+    # model by model, as `compact` cuts packs (storage.compact.cut); one benchmark here
+    cells = sorted(prepared.cells, key=lambda c: (c.setting.engine.model.name, c.key))
     store = Store(str(root))
     started = time.perf_counter()
     with store.writer_lock():
@@ -129,12 +130,13 @@ def build(root: Path, n_models: int, loose: bool) -> dict[str, float]:
 
 
 def _pack(store: Store, table: str, members: list[tuple[str, list[dict[str, Any]]]]) -> None:
-    """One pack of `members` ((key, rows), keys sorted), as `compact` would write it."""
+    """One pack of `members` ((key, rows)), as `compact` would write it (keys sorted)."""
     import pyarrow as pa
 
     from storage.packing import pack_files
     from storage.schema import TABLES
 
+    members = sorted(members, key=lambda member: member[0])
     data = pa.Table.from_pylist([r for _, rows in members for r in rows], schema=TABLES[table])
     parts, at = [], 0
     for key, rows in members:
