@@ -45,3 +45,35 @@ def test_a_few_members_of_shared_row_groups_read_as_their_loose_shards_did(tmp_p
     after = packed.read_table("executions", chosen, columns=columns)
     assert after.equals(before)
     assert packed.read_table("executions", chosen).select(columns).equals(before)
+
+
+def test_a_read_that_alternates_packs_at_every_member_takes_the_same_rows(tmp_path, monkeypatch):
+    """Packs cut model by model hold keys that alternate in key order: past MAX_SLICES slices
+    the rows are gathered by one take, the same rows in the same (key) order."""
+    from storage import rows as rows_module
+    from tests.fixtures_store import BASE, INST, Spec, write_setting
+
+    store = Store(str(tmp_path))
+    for model in (BASE, INST, "third"):
+        for length in (256, 512, 1024, 2048):
+            write_setting(store, Spec(model, "own", "greedy", length, "bf16", 10))
+    with store.writer_lock():
+        compact(store, PackPolicy(max_members=4, row_group_rows=1, row_group_rows_of={}))
+    loose = write_setting(Store(str(tmp_path)), Spec("fourth", "own", "greedy", 512, "fp16", 3))
+    packed = Store(str(tmp_path))
+    assert len(packed.view("executions").packs) == 3 and loose in packed.view("executions").loose
+    some = sorted(packed.read_table("scores").column("setting_key").to_pylist())[::2]
+    for keys, columns in ((None, None), (some, ["setting_key", "task_id", "passed"])):
+        monkeypatch.setattr(rows_module, "MAX_SLICES", 10**9)  # one slice per run of members
+        sliced = {
+            t: packed.read_table(t, keys, columns=columns if t == "executions" else None)
+            for t in ("settings", "executions", "scores")
+        }
+        monkeypatch.setattr(rows_module, "MAX_SLICES", 0)  # always taken
+        for table, expected in sliced.items():
+            taken = packed.read_table(
+                table, keys, columns=columns if table == "executions" else None
+            )
+            assert taken.equals(expected), table
+            order = taken.column("setting_key").to_pylist()
+            assert order == sorted(order) and len(set(order)) > 4, table
