@@ -116,9 +116,10 @@ def compact(store: Store, policy: PackPolicy = DEFAULT_POLICY) -> CompactReport:
         raise NotLockHolder(f"compacting store {store.uri} needs its writer lock")
     recovered = packing.recover(store)
     finished = _finished(store)
+    owner = _models(store)
     done = []
     for table in PACKED_TABLES:
-        done.append(_compact_table(store, table, finished[table], policy))
+        done.append(_compact_table(store, table, finished[table], policy, owner))
     recorded = _record_loose(store)
     report = CompactReport(store.uri, recovered, tuple(done), recorded)
     logger.info(
@@ -157,8 +158,9 @@ def _finished(store: Store) -> Mapping[str, set[str]]:
 
 
 def _compact_table(
-    store: Store, table: str, finished: set[str], policy: PackPolicy
+    store: Store, table: str, finished: set[str], policy: PackPolicy, owner: Mapping[str, str]
 ) -> TableCompaction:
+    """`owner`: each setting's group (`_models`), for the tables packed BY_MODEL."""
     view = store.view(table)
     before = len(view.loose) + len(view.packs)
     loose = sorted(k for k in view.loose if k in finished)
@@ -167,7 +169,6 @@ def _compact_table(
         return TableCompaction(table, 0, 0, before, before)  # it would not make fewer files
     parts, retire = _gather(store, table, view, loose, small)
     if table in BY_MODEL:
-        owner = _models(store)
         groups = cut(parts, lambda key: owner.get(setting_key_of(key), ""), policy.max_members)
     else:
         groups = cut(parts, lambda key: "", policy.max_members)

@@ -56,9 +56,7 @@ def read_table(
     order = sorted(sources)
     if not order:
         return fields.empty_table()
-    if _slices(order, decoded) > MAX_SLICES:
-        return _taken(order, tables, decoded, columns)
-    return pa.concat_tables(_in_key_order(order, tables, decoded, columns)).combine_chunks()
+    return _assembled(order, tables, decoded, columns)
 
 
 def _decode_pack(
@@ -84,8 +82,8 @@ def _decode_pack(
 
 def _positions(indices: np.ndarray) -> pa.Array:
     """Row positions for `take`, wrapping the array's memory: pyarrow converts a NumPy array
-    (pa.array, or one passed to take) through its pandas check, which imports pandas, 40 MB
-    of a `status` or a view worker that never uses it."""
+    (pa.array, or one passed to take) through its pandas check, which imports pandas (40 MB
+    here); a read needs none of it."""
     values = np.ascontiguousarray(indices, dtype=np.int64)
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
@@ -114,98 +112,67 @@ def members_only(
     return copied, {key: (starts[first], n) for key, (first, n) in where.items()}
 
 
-# Slices of a read past which its rows are gathered by one `take` instead. Packs are cut model
-# by model and setting keys are hashes: a whole table read in key order alternates packs at
-# every member. The settings and scores of 6,000 settings took 1.3 s and 274 MB as 5,000
+# Slices of packs past which a read's rows are gathered by one `take` instead. Packs are cut
+# model by model and setting keys are hashes: a whole table read in key order alternates packs
+# at every member. The settings and scores of 6,000 settings took 1.3 s and 274 MB as 5,000
 # slices, 0.4 s and 177 MB taken (packs cut in key order: 6 slices, 0.4-0.6 s and 149 MB).
 MAX_SLICES = 256
 
+Packs = Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]]
 
-def _slices(
-    order: Sequence[tuple[str, int]],
-    packs: Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]],
-) -> int:
-    """How many slices of packs `_in_key_order` would cut for `order` (without cutting them).
-    A loose shard is a table of its own either way: 20,000 of them (a plan's generations) read
-    slower taken than concatenated."""
-    count, last = 0, None
+
+def _runs(
+    order: Sequence[tuple[str, int]], loose: Mapping[str, pa.Table | None], packs: Packs
+) -> list[tuple[int | str, int, int]]:
+    """`order` ((shard key, -1 for a loose shard or the index of its pack)) as runs of rows:
+    (pack, first row, end row) for consecutive members of one pack that lie next to each
+    other, (key, 0, rows) for a loose shard."""
+    runs: list[tuple[int | str, int, int]] = []
     for key, source in order:
         if source < 0:
-            last = None
+            rows = loose[key]
+            assert rows is not None
+            runs.append((key, 0, rows.num_rows))
             continue
         first, n = packs[source][1][key]
-        if last is None or last != (source, first):
-            count += 1
-        last = (source, first + n)
-    return count
+        if runs and runs[-1][0] == source and runs[-1][2] == first:
+            runs[-1] = (source, runs[-1][1], first + n)
+        else:
+            runs.append((source, first, first + n))
+    return runs
 
 
-def _taken(
+def _assembled(
     order: Sequence[tuple[str, int]],
     loose: Mapping[str, pa.Table | None],
-    packs: Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]],
+    packs: Packs,
     columns: Sequence[str] | None,
 ) -> pa.Table:
-    """The rows of `order` (as `_in_key_order`'s slices hold them) taken in one pass from the
-    decoded packs and loose shards laid end to end."""
+    """The rows of `order`, in its order: the runs' slices concatenated or, past MAX_SLICES
+    slices of packs, taken in one pass from the decoded packs and loose shards laid end to end
+    (a loose shard is a table of its own either way, so it does not count)."""
+
+    def block(source: int | str) -> pa.Table:
+        if isinstance(source, int):
+            return packs[source][0]
+        rows = loose[source]
+        assert rows is not None
+        return rows if columns is None else rows.select(list(columns))
+
+    runs = _runs(order, loose, packs)
+    if sum(isinstance(source, int) for source, _, _ in runs) <= MAX_SLICES:
+        parts = [block(source).slice(first, end - first) for source, first, end in runs]
+        return pa.concat_tables(parts).combine_chunks()
     blocks: list[pa.Table] = []
-    base: dict[object, int] = {}  # pack index or loose key -> its first row in the blocks
+    base: dict[int | str, int] = {}  # pack index or loose key -> its first row in the blocks
     at = 0
-    for key, source in order:
-        if source < 0 or source not in base:
-            rows = loose[key] if source < 0 else packs[source][0]
-            assert rows is not None
-            blocks.append(rows if source >= 0 or columns is None else rows.select(list(columns)))
-            base[key if source < 0 else source] = at
-            at += rows.num_rows
-    starts, lengths = [], []
-    for key, source in order:
-        if source < 0:
-            rows = loose[key]
-            assert rows is not None
-            starts.append(base[key])
-            lengths.append(rows.num_rows)
-        else:
-            first, n = packs[source][1][key]
-            starts.append(base[source] + first)
-            lengths.append(n)
-    size = np.array(lengths, dtype=np.int64)
+    for source, _, _ in runs:
+        if source not in base:
+            blocks.append(block(source))
+            base[source], at = at, at + blocks[-1].num_rows
+    starts = np.array([base[source] + first for source, first, _ in runs], dtype=np.int64)
+    size = np.array([end - first for _, first, end in runs], dtype=np.int64)
     ends = np.cumsum(size)
     # row r of the result is row starts[i] + (r - (ends[i] - size[i])) of the blocks
-    indices = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(
-        np.array(starts, dtype=np.int64) - (ends - size), size
-    )
+    indices = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - size), size)
     return pa.concat_tables(blocks).take(_positions(indices)).combine_chunks()
-
-
-def _in_key_order(
-    order: Sequence[tuple[str, int]],
-    loose: Mapping[str, pa.Table | None],
-    packs: Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]],
-    columns: Sequence[str] | None,
-) -> list[pa.Table]:
-    """The tables of `order` ((shard key, -1 for a loose shard or the index of its pack)), with
-    consecutive members of one pack that lie next to each other taken as one slice."""
-    parts: list[pa.Table] = []
-    run: list[int] | None = None  # [pack, first row, end row] of the slice being extended
-
-    def flush() -> None:
-        if run is not None:
-            parts.append(packs[run[0]][0].slice(run[1], run[2] - run[1]))
-
-    for key, source in order:
-        if source < 0:
-            flush()
-            run = None
-            rows = loose[key]
-            assert rows is not None
-            parts.append(rows if columns is None else rows.select(list(columns)))
-            continue
-        first, n = packs[source][1][key]
-        if run is not None and run[0] == source and run[2] == first:
-            run[2] = first + n
-        else:
-            flush()
-            run = [source, first, first + n]
-    flush()
-    return parts

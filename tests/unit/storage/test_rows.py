@@ -62,13 +62,20 @@ def test_a_read_that_alternates_packs_at_every_member_takes_the_same_rows(tmp_pa
     loose = write_setting(Store(str(tmp_path)), Spec("fourth", "own", "greedy", 512, "fp16", 3))
     packed = Store(str(tmp_path))
     assert len(packed.view("executions").packs) == 3 and loose in packed.view("executions").loose
+    taken_by: list[int] = []  # the rows each take gathers
+    positions = rows_module._positions
+    monkeypatch.setattr(
+        rows_module, "_positions", lambda i: taken_by.append(len(i)) or positions(i)
+    )
     some = sorted(packed.read_table("scores").column("setting_key").to_pylist())[::2]
     for keys, columns in ((None, None), (some, ["setting_key", "task_id", "passed"])):
         monkeypatch.setattr(rows_module, "MAX_SLICES", 10**9)  # one slice per run of members
+        taken_by.clear()
         sliced = {
             t: packed.read_table(t, keys, columns=columns if t == "executions" else None)
             for t in ("settings", "executions", "scores")
         }
+        assert not taken_by  # the slice path takes nothing
         monkeypatch.setattr(rows_module, "MAX_SLICES", 0)  # always taken
         for table, expected in sliced.items():
             taken = packed.read_table(
@@ -77,3 +84,4 @@ def test_a_read_that_alternates_packs_at_every_member_takes_the_same_rows(tmp_pa
             assert taken.equals(expected), table
             order = taken.column("setting_key").to_pylist()
             assert order == sorted(order) and len(set(order)) > 4, table
+            assert taken_by.pop() == taken.num_rows  # one take of every row, not slices
