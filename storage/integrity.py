@@ -157,11 +157,16 @@ def seal(
 
 
 def inspect(
-    payload: bytes, schema: pa.Schema, decode: bool = False
+    payload: bytes,
+    schema: pa.Schema,
+    decode: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> tuple[ShardVerdict, pa.Table | None]:
     """Check a shard's bytes against `schema`; raises ShardDamaged. A sealed shard is checked by
-    its SHA-256 (and decoded only with `decode`); an unsealed one is always decoded (with page
-    CRCs verified where it has them). Returns the verdict and the rows when decoded."""
+    its SHA-256 (and decoded only with `decode`); an unsealed one is always decoded whole (with
+    page CRCs verified where it has them). Returns the verdict and the rows when decoded: only
+    `columns` (in that order) if given. A sealed shard decodes only those: its checksum covers
+    every byte (a generations shard's token ids are most of its decoding)."""
     if len(payload) < 12 or payload[-4:] != MAGIC:
         raise ShardDamaged(ProblemKind.TRUNCATED, f"{len(payload)} bytes, no Parquet footer")
     if payload[:4] != MAGIC:
@@ -182,7 +187,12 @@ def inspect(
         trust = Trust.PAGE_CRC if _has_page_crc(payload, meta) else Trust.FULL_READ
     rows = None
     if decode or not sealed:
-        rows = _decode(parquet if decode else _owned_file(payload), schema, meta.num_rows)
+        shown = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+        source = parquet if decode else _owned_file(payload)
+        if sealed and columns is not None:
+            rows = _decode(source, shown, meta.num_rows, only=True)
+        else:
+            rows = conform(_decode(source, schema, meta.num_rows), shown)
     digest = (meta.metadata or {}).get(CHECKSUM_KEY) if sealed else None
     return ShardVerdict(trust, meta.num_rows, digest.decode() if digest else None), rows
 
@@ -287,11 +297,17 @@ def _owned_file(payload: bytes) -> pq.ParquetFile:
     return pq.ParquetFile(pa.BufferReader(arrow_owned(payload)), page_checksum_verification=True)
 
 
-def _decode(parquet: pq.ParquetFile, schema: pa.Schema, num_rows: int) -> pa.Table:
+def _decode(
+    parquet: pq.ParquetFile, schema: pa.Schema, num_rows: int, only: bool = False
+) -> pa.Table:
+    """The rows as `schema`; `only`: decode only the columns of `schema` (else every column of
+    the file, each page's CRC verified where it has one)."""
     # ParquetFile.read, not pq.read_table: the dataset machinery behind read_table costs a few
     # milliseconds per call, which is most of the time on a small shard.
+    present = set(parquet.schema_arrow.names)
+    wanted = [n for n in schema.names if n in present] if only else None  # older: fewer columns
     try:
-        read = parquet.read(use_threads=False)
+        read = parquet.read(wanted, use_threads=False)
     except (OSError, ValueError, pa.ArrowException) as e:
         kind = ProblemKind.PAGE_CHECKSUM if "CRC" in str(e) else ProblemKind.UNREADABLE_ROWS
         raise ShardDamaged(kind, f"the rows do not decode: {e}") from e

@@ -42,9 +42,8 @@ def read_table(
         return [k for k in keys if setting_key_of(k) in keyset]
 
     loose = sorted(chosen(view.loose))
-    tables = dict(
-        zip(loose, store.map_items(lambda k: store.read_shard(table, k), loose), strict=True)
-    )
+    read = store.map_items(lambda k: store.read_shard(table, k, columns), loose)
+    tables = dict(zip(loose, read, strict=True))
     sources: list[tuple[str, int]] = [(k, -1) for k, t in tables.items() if t is not None]
     decoded = {}
     for i, pack in enumerate(view.packs):
@@ -157,7 +156,7 @@ def _assembled(
             return packs[source][0]
         rows = loose[source]
         assert rows is not None
-        return rows if columns is None else rows.select(list(columns))
+        return rows  # read with `columns` only
 
     runs = _runs(order, loose, packs)
     if sum(isinstance(source, int) for source, _, _ in runs) <= MAX_SLICES:

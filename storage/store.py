@@ -319,11 +319,15 @@ class Store:
             raise
 
     def inspect_shard(
-        self, table: str, key: str, decode: bool = False
+        self,
+        table: str,
+        key: str,
+        decode: bool = False,
+        columns: Sequence[str] | None = None,
     ) -> tuple[ShardVerdict, pa.Table | None]:
         """Check one shard (`storage.integrity.inspect`; a pack's member: its pack, checked
-        whole once per Store). Raises ShardDamaged for bad content, FileNotFoundError when it
-        is gone, OSError when it cannot be read."""
+        whole once per Store), with only `columns` of its rows if given. Raises ShardDamaged for
+        bad content, FileNotFoundError when it is gone, OSError when it cannot be read."""
         try:
             # A loose file of this key is what readers read: the newer shard, or a leftover of
             # an interrupted compaction holding the very rows of its pack's member.
@@ -333,8 +337,9 @@ class Store:
             if held is None:
                 raise
             rows = self.read_pack(held, [key])[0][1]
+            rows = rows if columns is None else rows.select(list(columns))
             return ShardVerdict(Trust.SHA256, rows.num_rows, held.sha256), rows if decode else None
-        return inspect(payload, TABLES[table], decode=decode)
+        return inspect(payload, TABLES[table], decode=decode, columns=columns)
 
     def _holder(self, table: str, key: str) -> PackRecord | None:
         """The pack whose member `key` readers read when no loose file has the key."""
@@ -346,11 +351,14 @@ class Store:
         live = {p.file.name for p in view.packs}
         return next((p for p in holders if p.file in live), None)
 
-    def read_shard(self, table: str, key: str) -> pa.Table | None:
-        """The shard's rows, or None when it is missing, unreadable or fails its checks
-        (logged: `reprogrid verify` names it, the next run quarantines and redoes it)."""
+    def read_shard(
+        self, table: str, key: str, columns: Sequence[str] | None = None
+    ) -> pa.Table | None:
+        """The shard's rows (only `columns`, in that order, if given), or None when it is
+        missing, unreadable or fails its checks (logged: `reprogrid verify` names it, the next
+        run quarantines and redoes it)."""
         try:
-            return self.inspect_shard(table, key, decode=True)[1]
+            return self.inspect_shard(table, key, decode=True, columns=columns)[1]
         except FileNotFoundError:
             return None
         except ShardDamaged as e:

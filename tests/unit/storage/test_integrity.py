@@ -213,3 +213,39 @@ def test_rows_are_decoded_from_an_arrow_owned_copy():
     owned = integrity.arrow_owned(payload)
     assert owned.to_pybytes() == payload
     assert owned.address != pa.py_buffer(payload).address
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_a_sealed_shard_decodes_only_the_columns_asked_for(shards, table, monkeypatch):
+    payload, schema = shards[table], TABLES[table]
+    columns = list(reversed(schema.names[:3]))  # in the caller's order
+    _, whole = inspect(payload, schema, decode=True)
+    decoded = []
+    read = pq.ParquetFile.read
+    monkeypatch.setattr(
+        pq.ParquetFile, "read", lambda self, *a, **k: decoded.append(a[0]) or read(self, *a, **k)
+    )
+    verdict, rows = inspect(payload, schema, decode=True, columns=columns)
+    assert verdict.trust is Trust.SHA256 and rows.equals(whole.select(columns))
+    assert decoded == [columns]  # nothing else decoded
+    with pytest.raises(ShardDamaged):  # the checksum still covers every byte
+        inspect(flip_data_page_bit(payload, schema.names[-1]), schema, True, columns)
+
+
+def test_an_unsealed_shard_decodes_whole_whatever_columns_are_asked_for():
+    """Without a seal, decoding is the check: a damaged page of a column not asked for fails."""
+    legacy = unsealed(executions(), page_checksum=True)
+    verdict, rows = inspect(legacy, TABLES["executions"], decode=True, columns=["passed"])
+    assert verdict.trust is Trust.PAGE_CRC and rows.column_names == ["passed"]
+    assert rows.equals(executions().select(["passed"]).replace_schema_metadata(None))
+    with pytest.raises(ShardDamaged) as caught:
+        inspect(flip_data_page_bit(legacy, "outcome"), TABLES["executions"], True, ["passed"])
+    assert caught.value.kind is ProblemKind.PAGE_CHECKSUM
+
+
+def test_a_column_an_older_sealed_shard_lacks_reads_as_nulls():
+    older = executions().drop_columns(["isolation"])  # written before it was added
+    schema = TABLES["executions"]
+    rows = inspect(seal(older), schema, decode=True, columns=["isolation", "passed"])[1]
+    assert rows.column_names == ["isolation", "passed"]
+    assert rows["isolation"].null_count == older.num_rows and rows["passed"].equals(older["passed"])
