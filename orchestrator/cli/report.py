@@ -7,6 +7,7 @@ Options are documented in docs/report.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import threading
@@ -150,7 +151,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.build import check_report, finish_report
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.render import parse_formats, write_report
-    from orchestrator.report.view import VIEW_DIR, view_groups
+    from orchestrator.report.view import VIEW_DIR, one_blas_thread, view_groups
     from storage.store import Store
 
     formats = parse_formats(args.format)
@@ -170,7 +171,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     checked = check_report(args.store, options)  # a bad option fails here, before any file
     out = Path(args.out or _default_out(args.store))
     link, view_job, stop = None, None, threading.Event()
-    with ThreadPoolExecutor(1) as background:
+    # beside the view's workers, this process computes with one BLAS thread too (limited before
+    # the view's thread starts: `one_blas_thread`)
+    blas = one_blas_thread() if "html" in formats else contextlib.nullcontext()
+    with blas, ThreadPoolExecutor(1) as background:
         if "html" in formats:  # the report's setting keys link to their column in the view
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}

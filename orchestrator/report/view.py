@@ -32,8 +32,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from threadpoolctl import threadpool_limits
 
 from orchestrator.report.inspection import STATE_CODE, cell_state
 from orchestrator.report.problems import (
@@ -137,9 +139,12 @@ def _script(id_: str, payload: Any) -> str:
     return f"reprogridView.receive({json.dumps(id_)},{text});\n"
 
 
-def _write(root: Path, relative: str, id_: str, payload: Any) -> None:
+def _write(root: Path, relative: str, id_: str, payload: Any, folder: bool = True) -> None:
+    """`folder`: create the file's folder (False: it exists; a group's 164 problem files share
+    one)."""
     path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(_script(id_, payload), encoding="utf-8")
 
 
@@ -204,15 +209,27 @@ def read_executions(store: Store, batch: Sequence[Group]) -> pa.Table:
     return store.read_table("executions", _keys(batch), columns=EXECUTION_COLUMNS)
 
 
+def split_executions(executions: pa.Table, batch: Sequence[Group]) -> list[pa.Table]:
+    """Each group's rows of its batch's `executions`, in the order they were read: one stable
+    sort by group (a filter of the batch's rows per group took 0.3 s of a 5 s batch at 6,000
+    settings). A row of no group of the batch is in none."""
+    owner = pa.array([n for n, g in enumerate(batch) for _ in g.settings], pa.int32())
+    found = pc.index_in(executions["setting_key"], value_set=pa.array(_keys(batch)))
+    group = owner.take(found).fill_null(len(batch))
+    rows = executions.take(pc.sort_indices(group))  # stable: a group's rows keep their order
+    counts = np.bincount(group.to_numpy(), minlength=len(batch) + 1)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [rows.slice(int(starts[n]), int(counts[n])) for n in range(len(batch))]
+
+
 def write_group(
     store: Store, root: Path, group: Group, options: PairOptions, executions: pa.Table
 ) -> int:
     """One group's matrix, pairs and problem files; returns the number of problem files.
-    `executions`: the execution rows of its batch (`read_executions`)."""
+    `executions`: the group's execution rows (`split_executions`)."""
     group_keys = _keys([group])
-    mine = executions.filter(pc.is_in(executions["setting_key"], pa.array(group_keys)))
     generations = store.read_table("generations", group_keys, columns=GENERATION_COLUMNS)
-    samples, passed = group_samples(generations, mine)
+    samples, passed = group_samples(generations, executions)
     states: dict[tuple[str, str], list[str]] = {}
     by_task: dict[str, list[ViewSample]] = {}
     for s in samples:  # in setting then sample order
@@ -223,9 +240,10 @@ def write_group(
     _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
     keys = [s["key"] for s in grid["settings"]]
     _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs(keys, passed, options))
+    (root / "data" / group.id / "p").mkdir(parents=True, exist_ok=True)
     for i, task in enumerate(grid["problems"]):
         payload = {"task_id": task, **problem_texts(by_task.get(task, []))}
-        _write(root, f"data/{group.id}/p/{i}.js", f"{group.id}/p/{i}", payload)
+        _write(root, f"data/{group.id}/p/{i}.js", f"{group.id}/p/{i}", payload, folder=False)
     return len(grid["problems"])
 
 
@@ -241,8 +259,11 @@ def write_batch(
     """Write a batch of groups (`batches`); returns the number of problem files. `store`: the
     store, or its URI (in a worker process)."""
     store = Store(store) if isinstance(store, str) else store
-    executions = read_executions(store, batch)
-    return sum(write_group(store, root, group, options, executions) for group in batch)
+    executions = split_executions(read_executions(store, batch), batch)
+    return sum(
+        write_group(store, root, group, options, rows)
+        for group, rows in zip(batch, executions, strict=True)
+    )
 
 
 def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
@@ -272,8 +293,8 @@ def _done(batch: Sequence[Group]) -> None:
         logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
 
 
-MAX_VIEW_WORKERS = 4  # each holds 0.4-0.7 GB at 6,000-20,000 settings: a login node's 64 cores
-# would take tens of GB for a view that 4 processes write in a few times 10 s
+MAX_VIEW_WORKERS = 4  # each peaked at 250-285 MB at 6,000-20,000 settings: a login node's 64
+# cores would take tens of GB for a view that 4 processes write in a few times 10 s
 
 
 def view_workers() -> int:
@@ -282,6 +303,29 @@ def view_workers() -> int:
     Python and numpy in one thread each)."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(usable or 1, MAX_VIEW_WORKERS))
+
+
+def one_blas_thread() -> threadpool_limits:
+    """numpy's BLAS limited to one thread in this process, until the returned object's `restore`
+    (or the end of its `with` block). numpy's OpenBLAS starts a thread per core, and after each
+    matrix product (the paired test projects a model's settings onto 10,000 draws, a few
+    milliseconds in one thread) its threads spin waiting for more work: in the view's workers
+    and in the report computed beside them, that spinning took a quarter of the CPU time of
+    `report` with html at 6,000 settings (docs/report.md, "At the scale of a leaderboard
+    study").
+
+    Call it while no other thread of this process may import an extension module: it walks the
+    loaded libraries under the dynamic loader's lock and runs Python code there, and a thread
+    that loads a library (an import) holds the GIL while it waits for that lock. `report` with
+    html, limited from the main thread while its view thread started the worker pool, hung
+    so."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def start_worker(parent: int) -> None:
+    """A view worker's initializer: one BLAS thread (`one_blas_thread`), and `exit_with_parent`."""
+    one_blas_thread()
+    exit_with_parent(parent)
 
 
 def write_view(
@@ -319,7 +363,7 @@ def write_view(
     if workers > 1:  # each batch in a process of its own, reading the store by its URI
         context = multiprocessing.get_context("spawn")  # no fork of a process with threads
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+            workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(),)
         ) as pool:
             # One batch per worker in flight, the next submitted as one finishes: a worker's
             # Ctrl-C fails its batch only, and a queued batch would still be written.

@@ -3,15 +3,18 @@ read column by column: the order, states and passed flags the matrix and the pai
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from threadpoolctl import threadpool_info
 
 from orchestrator.report import view
 from orchestrator.report.inspection import CellState
@@ -116,8 +119,13 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
     store = Store(str(tmp_path / "store"))
     options = PairOptions(n_resamples=200)
     submitted: list[tuple] = []
+    initializers = []
 
     class Pool(view.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            initializers.append(kwargs["initializer"])  # one BLAS thread, exit with the parent
+            super().__init__(*args, **kwargs)
+
         def submit(self, fn, /, *args, **kwargs):
             submitted.append(args[:1])  # the store's URI: what a worker opens
             return super().submit(fn, *args, **kwargs)
@@ -132,6 +140,7 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
         assert summary.n_settings == 120 and len(summary.groups) == 2
         written[workers] = _files(out)
     assert submitted == [(store.uri,), (store.uri,)]  # two batches, in worker processes
+    assert initializers == [view.start_worker]
     assert len(written[1]) > 2 * 164
     assert written[1] == written[2]
 
@@ -220,3 +229,35 @@ def test_view_workers_are_the_usable_cores_at_most_four(monkeypatch):
     assert view.view_workers() == view.MAX_VIEW_WORKERS == 4
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3}, raising=False)
     assert view.view_workers() == 1
+
+
+def blas_threads() -> list[int]:
+    """The thread count of each BLAS this process has loaded (numpy's, scipy's)."""
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+one_core = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="a BLAS on one core has one thread, whatever is asked"
+)
+
+
+@one_core
+def test_one_blas_thread_holds_for_its_block_only():
+    before = blas_threads()
+    assert before and max(before) > 1  # a thread per core, as numpy starts it
+    with view.one_blas_thread():
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+
+
+@one_core
+def test_a_view_worker_computes_with_one_blas_thread(monkeypatch):
+    # what a worker would start with otherwise (OpenBLAS takes at most a thread per core)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as plain:
+        assert max(plain.submit(blas_threads).result()) == 2
+    with ProcessPoolExecutor(
+        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
+    ) as pool:
+        assert set(pool.submit(blas_threads).result()) == {1}
