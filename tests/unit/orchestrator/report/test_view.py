@@ -261,3 +261,24 @@ def test_a_view_worker_computes_with_one_blas_thread(monkeypatch):
         1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
     ) as pool:
         assert set(pool.submit(blas_threads).result()) == {1}
+
+
+def test_a_batchs_executions_split_among_its_groups_in_the_order_read():
+    groups = [
+        Group("m0", "a", "humanevalfix", "a", ({"setting_key": "k1"}, {"setting_key": "k3"})),
+        Group("m1", "b", "humanevalfix", "b", ({"setting_key": "k2"},)),
+        Group("m2", "c", "humanevalfix", "c", ({"setting_key": "k4"},)),  # no rows
+    ]
+    read = [
+        _exe(key, f"Python/{i}", 0, "passed" if i % 2 else "failed")
+        for i, key in enumerate(["k3", "k2", "k1", "k9", "k3", "k2", "k1"])  # k9: no group's
+    ]
+    table = _table("executions", EXECUTION_COLUMNS, read)
+    split = view.split_executions(table, groups)
+    rows = [[(r["setting_key"], r["task_id"]) for r in t.to_pylist()] for t in split]
+    assert rows == [
+        [("k3", "Python/0"), ("k1", "Python/2"), ("k3", "Python/4"), ("k1", "Python/6")],
+        [("k2", "Python/1"), ("k2", "Python/5")],
+        [],
+    ]
+    assert all(t.schema == table.schema for t in split)
