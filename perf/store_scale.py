@@ -21,12 +21,14 @@ machine's load; read the ratios of one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -148,25 +150,65 @@ def _pack(store: Store, table: str, members: list[tuple[str, list[dict[str, Any]
 # -- measuring: each command in a fresh process, which reports its own work and peak ----------
 
 
-def peak_mb() -> float:
-    """This process's peak resident memory (VmHWM: of its own image, whatever its parent had
-    when it forked)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def peak_mb(pid: int | str = "self") -> float:
+    """A process's peak resident memory (VmHWM: of its own image, whatever its parent had when
+    it forked); NaN once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in status.splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
 
-def report_out(**values: float | int) -> None:
-    """What a child prints for its parent: its measurements, then its peak memory and the
-    largest peak of the processes it started (the problems view's workers)."""
-    import resource
+class ChildPeaks:
+    """The peak memory (VmHWM) of each process this one started, read from /proc every
+    `every_s` while they run: the problems view's workers. getrusage's RUSAGE_CHILDREN does not
+    measure them: Linux carries the image a child had between fork and exec (a copy of its
+    parent's, 400-500 MB for `report`) into its ru_maxrss."""
 
+    def __init__(self, every_s: float = 0.2) -> None:
+        self.peaks: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(every_s,), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _children() -> list[int]:
+        me, found = os.getpid(), []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    # /proc/<pid>/stat: "pid (command) state ppid ...", the command may hold spaces
+                    if int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == me:
+                        found.append(int(entry.name))
+        return found
+
+    def _watch(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            for pid in self._children():
+                peak = peak_mb(pid)
+                if peak == peak:  # not NaN: still there
+                    self.peaks[pid] = max(self.peaks.get(pid, 0.0), peak)
+
+    def stop(self) -> dict[int, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def report_out(children: dict[int, float] | None = None, **values: float | int) -> None:
+    """What a child prints for its parent: its measurements, then its peak memory, the largest
+    peak of the processes it started (the problems view's workers: `children`, from
+    ChildPeaks) and the sum of all those peaks (what they could hold at once, at most)."""
     for name, value in values.items():
         print(f"MEASURED {name} {value}")
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
-    print(f"MEASURED peak_mb {peak_mb():.0f}", flush=True)
-    print(f"MEASURED children_peak_mb {children:.0f}", flush=True)
+    own, theirs = peak_mb(), list((children or {}).values())
+    print(f"MEASURED peak_mb {own:.0f}", flush=True)
+    print(f"MEASURED children_peak_mb {max(theirs, default=0):.0f}", flush=True)
+    print(f"MEASURED total_peak_mb {own + sum(theirs):.0f}", flush=True)
 
 
 def child(kind: str, args: list[str]) -> None:
@@ -182,7 +224,9 @@ def child(kind: str, args: list[str]) -> None:
             code = cli(args)
         report_out(work_s=time.perf_counter() - started, exit=code)
     elif kind == "report":
-        report_out(**_report_with_store_time(args), work_s=time.perf_counter() - started)
+        peaks = ChildPeaks()
+        store_time = _report_with_store_time(args)
+        report_out(peaks.stop(), **store_time, work_s=time.perf_counter() - started)
     elif kind == "plan":
         report_out(**plan_parts(Path(args[0]), int(args[1])))
     elif kind == "pandas":
@@ -323,10 +367,11 @@ ROWS = [
         ),
     ),
     (
-        "peak MB: +html (and each view worker)",
-        lambda r: "{:.0f} ({:.0f})".format(
+        "peak MB: +html (view worker; sum)",
+        lambda r: "{:.0f} ({:.0f}; {:.0f})".format(
             r["m"]["report_html"].values["peak_mb"],
             r["m"]["report_html"].values["children_peak_mb"],
+            r["m"]["report_html"].values["total_peak_mb"],
         ),
     ),
 ]
