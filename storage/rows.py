@@ -79,7 +79,7 @@ def _decode_pack(
     return members_only(data, where)
 
 
-def _positions(indices: np.ndarray) -> pa.Array:
+def positions(indices: np.ndarray) -> pa.Array:
     """Row positions for `take`, wrapping the array's memory: pyarrow converts a NumPy array
     (pa.array, or one passed to take) through its pandas check, which imports pandas (40 MB
     here); a read needs none of it."""
@@ -103,7 +103,7 @@ def members_only(
     if wanted == data.num_rows:
         return data, dict(where)
     ranges = [np.arange(first, first + n) for first, n in spans if n]
-    copied = data.take(_positions(np.concatenate(ranges))) if ranges else data.slice(0, 0)
+    copied = data.take(positions(np.concatenate(ranges))) if ranges else data.slice(0, 0)
     starts, at = {}, 0
     for first, n in spans:
         starts[first] = at
@@ -174,4 +174,4 @@ def _assembled(
     ends = np.cumsum(size)
     # row r of the result is row starts[i] + (r - (ends[i] - size[i])) of the blocks
     indices = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - size), size)
-    return pa.concat_tables(blocks).take(_positions(indices)).combine_chunks()
+    return pa.concat_tables(blocks).take(positions(indices)).combine_chunks()

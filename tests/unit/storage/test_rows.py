@@ -63,10 +63,8 @@ def test_a_read_that_alternates_packs_at_every_member_takes_the_same_rows(tmp_pa
     packed = Store(str(tmp_path))
     assert len(packed.view("executions").packs) == 3 and loose in packed.view("executions").loose
     taken_by: list[int] = []  # the rows each take gathers
-    positions = rows_module._positions
-    monkeypatch.setattr(
-        rows_module, "_positions", lambda i: taken_by.append(len(i)) or positions(i)
-    )
+    positions = rows_module.positions
+    monkeypatch.setattr(rows_module, "positions", lambda i: taken_by.append(len(i)) or positions(i))
     some = sorted(packed.read_table("scores").column("setting_key").to_pylist())[::2]
     for keys, columns in ((None, None), (some, ["setting_key", "task_id", "passed"])):
         monkeypatch.setattr(rows_module, "MAX_SLICES", 10**9)  # one slice per run of members

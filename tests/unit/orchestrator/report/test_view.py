@@ -29,7 +29,7 @@ from orchestrator.report.view import (
 )
 from storage.schema import TABLES
 from storage.store import Store
-from tests.fixtures_store import write_grid_store
+from tests.fixtures_store import Spec, write_grid_store, write_setting
 
 
 def _table(name: str, columns: tuple[str, ...], rows: list[dict]) -> pa.Table:
@@ -282,3 +282,36 @@ def test_a_batchs_executions_split_among_its_groups_in_the_order_read():
         [],
     ]
     assert all(t.schema == table.schema for t in split)
+
+
+WORKER = """
+import sys
+from pathlib import Path
+from orchestrator.report import view
+from orchestrator.report.problems import PairOptions
+from storage.store import Store
+store = Store(sys.argv[1])
+[batch] = view.batches(view.view_groups(store))
+view.write_batch(store.uri, Path(sys.argv[2]), batch, PairOptions(n_resamples=50))
+print(sorted(m for m in sys.modules if m.split(".")[0] == "pandas")[:1])
+"""
+
+
+def test_a_view_batch_imports_no_pandas(tmp_path):
+    """pandas costs a worker 40 MB and 0.27 s; pyarrow imports it to build an array from Python
+    values or to read one as NumPy."""
+    root = tmp_path / "store"
+    for precision in ("bf16", "fp32"):
+        write_setting(Store(str(root)), Spec("tiny", "own", "greedy", 2048, precision, 80))
+    repo = Path(__file__).resolve().parents[4]
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, str(root), str(tmp_path / "view")],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "view" / "data" / "m0" / "p" / "0.js").is_file()
+    assert done.stdout.split("\n")[-2] == "[]"
