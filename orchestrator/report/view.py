@@ -308,13 +308,13 @@ def view_workers() -> int:
 
 
 def one_blas_thread() -> threadpool_limits:
-    """numpy's BLAS limited to one thread in this process, until the returned object's `restore`
-    (or the end of its `with` block). numpy's OpenBLAS starts a thread per core, and after each
-    matrix product (the paired test projects a model's settings onto 10,000 draws, a few
-    milliseconds in one thread) its threads spin waiting for more work: in the view's workers
-    and in the report computed beside them, that spinning took a quarter of the CPU time of
-    `report` with html at 6,000 settings (docs/report.md, "At the scale of a leaderboard
-    study").
+    """numpy's BLAS limited to one thread in this process, until the returned object's
+    `restore_original_limits` (or the end of its `with` block). numpy's OpenBLAS starts a
+    thread per core, and after each matrix product (the paired test projects a model's
+    settings onto 10,000 draws, a few milliseconds in one thread) its threads spin waiting for
+    more work: in the view's workers and in the report computed beside them, that spinning took
+    a quarter of the CPU time of `report` with html at 6,000 settings (docs/report.md, "At the
+    scale of a leaderboard study").
 
     Call it while no other thread of this process may import an extension module: it walks the
     loaded libraries under the dynamic loader's lock and runs Python code there, and a thread
