@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -185,13 +185,69 @@ PAIR_CHUNK = 128  # pairs whose (pairs x resamples) bootstrap means are held at 
 HELD_PROJECTIONS = 8_000_000  # rows x resamples projected once up front (64 MB), else per chunk
 
 
+class PairColumns(NamedTuple):
+    """`compare_pairs`'s results as columns, one value per pair (a view's 177,000 pairs are
+    shown from these without a PairedResult each). Means are fractions, not percent."""
+
+    n: int
+    b: np.ndarray  # problems where A does better
+    c: np.ndarray
+    mean_a: np.ndarray
+    mean_d: np.ndarray  # B minus A
+    low: np.ndarray  # percentile bootstrap interval of mean_d
+    high: np.ndarray
+    second_moment: np.ndarray  # mean(d^2), for the minimum detectable difference
+    exact: np.ndarray  # McNemar (both sides pass/fail); else the sign-flip test
+    p_value: list[float]
+    exhaustive: list[bool]
+
+    def mdd_pp(self) -> list[float]:
+        """Each pair's `minimum_detectable_pp` (few distinct values: computed once each)."""
+        moments = self.second_moment.tolist()
+        of = {m: minimum_detectable_pp(m, self.n) for m in set(moments)}
+        return [of[m] for m in moments]
+
+
 def compare_pairs(
     rows: Sequence[np.ndarray | Sequence[bool] | Sequence[float]],
     pairs: Sequence[tuple[int, int]],
     resamples: Resamples,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[PairedResult]:
-    """`compare_paired(rows[i], rows[j])` for each (i, j) of `pairs`, all with the same draws.
+    """`compare_paired(rows[i], rows[j])` for each (i, j) of `pairs`, all with the same draws
+    (`compare_columns`, one PairedResult per pair)."""
+    found = compare_columns(rows, pairs, resamples, confidence)
+    mdd = found.mdd_pp()
+    return [
+        PairedResult(
+            n=found.n,
+            b=int(found.b[k]),
+            c=int(found.c[k]),
+            score_a_pct=100 * float(found.mean_a[k]),
+            score_b_pct=100 * float(found.mean_a[k] + found.mean_d[k]),
+            delta_pp=100 * float(found.mean_d[k]),
+            ci_low_pp=100 * float(found.low[k]),
+            ci_high_pp=100 * float(found.high[k]),
+            p_value=found.p_value[k],
+            method=PairedMethod.EXACT_MCNEMAR if found.exact[k] else PairedMethod.SIGN_FLIP,
+            mdd_pp=mdd[k],
+            confidence=confidence,
+            n_resamples=resamples.n_resamples,
+            seed=resamples.seed,
+            exhaustive=found.exhaustive[k],
+        )
+        for k in range(len(pairs))
+    ]
+
+
+def compare_columns(
+    rows: Sequence[np.ndarray | Sequence[bool] | Sequence[float]],
+    pairs: Sequence[tuple[int, int]],
+    resamples: Resamples,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> PairColumns:
+    """`compare_paired(rows[i], rows[j])` for each (i, j) of `pairs`, all with the same draws,
+    as columns.
 
     Every resampled statistic is linear in the outcomes, so each row is projected onto the
     draws (problems x resamples) and a pair's bootstrap means and sign-flip sums are the
@@ -201,10 +257,13 @@ def compare_pairs(
     its own. Pass/fail pairs read their intervals off a histogram (`_Projections`)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n, size = resamples.n_problems, len(pairs)
+    b, c = np.zeros(size, np.int64), np.zeros(size, np.int64)
+    mean_a, mean_d, low, high, second_moment = (np.zeros(size) for _ in range(5))
+    p_value, exhaustive = [1.0] * size, [True] * size
     if not pairs:
-        return []
+        return PairColumns(n, b, c, mean_a, mean_d, low, high, second_moment, b > 0, [], [])
     vectors = [_vector(x) for x in rows]
-    n = resamples.n_problems
     if any(x.size != n for x in vectors):
         raise PairingError(f"every outcome vector must hold the resamples' {n} problems")
     distinct, row_of = np.unique(
@@ -218,39 +277,28 @@ def compare_pairs(
     projections = _Projections(distinct, resamples)
     ia, ib = row_of[first], row_of[second]
     levels = ((1 - confidence) / 2, (1 + confidence) / 2)
-    out: list[PairedResult] = [None] * len(pairs)  # type: ignore[list-item]
     for chunk in projections.chunks(ia, ib):
-        a, b = ia[chunk], ib[chunk]
-        lows, highs = projections.intervals(a, b, levels)
-        d = distinct[b] - distinct[a]
-        worse, better = np.sum(d < 0, axis=1), np.sum(d > 0, axis=1)
-        mean_a, mean_d, second_moment = distinct[a].mean(axis=1), d.mean(axis=1), (d**2).mean(1)
-        null = None if exact[chunk].all() else projections.sign_flip_sums(a, b)
-        for k, at in enumerate(chunk):
+        a, z = ia[chunk], ib[chunk]
+        low[chunk], high[chunk] = projections.intervals(a, z, levels)
+        d = distinct[z] - distinct[a]
+        b[chunk], c[chunk] = np.sum(d < 0, axis=1), np.sum(d > 0, axis=1)
+        mean_a[chunk], mean_d[chunk] = distinct[a].mean(axis=1), d.mean(axis=1)
+        second_moment[chunk] = (d**2).mean(1)
+        if exact[chunk].all():
+            counts = zip(chunk.tolist(), b[chunk].tolist(), c[chunk].tolist(), strict=True)
+            for at, worse, better in counts:
+                p_value[at] = mcnemar_exact_p(worse, better)
+            continue
+        null = projections.sign_flip_sums(a, z)
+        for k, at in enumerate(chunk.tolist()):
             if exact[at]:
-                p, exhaustive = mcnemar_exact_p(int(worse[k]), int(better[k])), True
-            else:
-                assert null is not None
-                magnitude = float(np.abs(distinct[a[k]]).sum() + np.abs(distinct[b[k]]).sum())
-                p, exhaustive = _sign_flip_p(d[k], null[k], magnitude)
-            out[at] = PairedResult(
-                n=n,
-                b=int(worse[k]),
-                c=int(better[k]),
-                score_a_pct=100 * float(mean_a[k]),
-                score_b_pct=100 * float(mean_a[k] + mean_d[k]),
-                delta_pp=100 * float(mean_d[k]),
-                ci_low_pp=100 * float(lows[k]),
-                ci_high_pp=100 * float(highs[k]),
-                p_value=p,
-                method=PairedMethod.EXACT_MCNEMAR if exact[at] else PairedMethod.SIGN_FLIP,
-                mdd_pp=minimum_detectable_pp(float(second_moment[k]), n),
-                confidence=confidence,
-                n_resamples=resamples.n_resamples,
-                seed=resamples.seed,
-                exhaustive=exhaustive,
-            )
-    return out
+                p_value[at] = mcnemar_exact_p(int(b[at]), int(c[at]))
+                continue
+            magnitude = float(np.abs(distinct[a[k]]).sum() + np.abs(distinct[z[k]]).sum())
+            p_value[at], exhaustive[at] = _sign_flip_p(d[k], null[k], magnitude)
+    return PairColumns(
+        n, b, c, mean_a, mean_d, low, high, second_moment, exact, p_value, exhaustive
+    )
 
 
 class _Projections:

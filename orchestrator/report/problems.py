@@ -1,6 +1,7 @@
 """The problems view's data, as plain JSON-ready values: per model (and benchmark), the settings
 in grid order, the problems in dataset order, each cell's sample states, each problem's
-disagreement, each problem's texts, and the paired comparison of every two settings.
+disagreement, and the paired comparison of every two settings (each problem's texts:
+orchestrator/report/sampletable.py).
 
 Pure: rows in, dicts out (orchestrator/report/view.py reads the store and writes the files).
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +24,14 @@ from orchestrator.analysis.paired import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    PairedResult,
+    PairColumns,
+    PairedMethod,
     PairingError,
     align_problems,
-    compare_pairs,
+    compare_columns,
     draw_resamples,
 )
-from orchestrator.report.inspection import STATE_CODE, CellState, Sample, task_order
+from orchestrator.report.inspection import STATE_CODE, CellState, task_order
 
 # The axes a setting is shown and filtered by, in the order of the matrix's header rows.
 AXES = ("benchmark", "variant", "template", "decoding", "max_length", "precision", "backend")
@@ -151,56 +153,6 @@ def matrix(
     }
 
 
-class ViewSample(NamedTuple):
-    """What a problem file shows of one sample (a tuple: the view builds a million of them)."""
-
-    setting_key: str
-    task_id: str
-    sample_index: int
-    state: CellState
-    outcome: str | None
-    prompt: str
-    continuation: str
-    program: str
-    error_type: str | None
-    error_message: str | None
-    n_prompt_tokens: int | None
-    n_output_tokens: int | None
-
-
-def problem_texts(samples: Sequence[Sample | ViewSample]) -> dict[str, Any]:
-    """One problem's samples under every setting, each text stored once (a template's prompt is
-    shared by many settings): {"texts": [...], "samples": {key: [sample, ...]}}."""
-    texts: list[str] = []
-    at: dict[str, int] = {}
-
-    def ref(text: str | None) -> int | None:
-        if text is None:
-            return None
-        if text not in at:
-            at[text] = len(texts)
-            texts.append(text)
-        return at[text]
-
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for s in samples:
-        by_key.setdefault(s.setting_key, []).append(
-            {
-                "i": s.sample_index,
-                "state": s.state.value,
-                "outcome": s.outcome,
-                "prompt": ref(s.prompt),
-                "continuation": ref(s.continuation),
-                "program": ref(s.program),
-                "error_type": s.error_type,
-                "error_message": ref(s.error_message),
-                "n_prompt_tokens": s.n_prompt_tokens,
-                "n_output_tokens": s.n_output_tokens,
-            }
-        )
-    return {"texts": texts, "samples": by_key}
-
-
 def _outcomes(
     keys: Sequence[str], passed: Mapping[tuple[str, str], Sequence[bool]]
 ) -> dict[str, dict[str, Any]]:
@@ -212,19 +164,40 @@ def _outcomes(
     return out
 
 
-def _shown(r: PairedResult) -> dict[str, Any]:
-    return {
-        "n": r.n,
-        "b": r.b,
-        "c": r.c,
-        "delta_pp": round(r.delta_pp, 4),
-        "ci_low_pp": round(r.ci_low_pp, 4),
-        "ci_high_pp": round(r.ci_high_pp, 4),
-        "p_value": float(f"{r.p_value:.6g}"),
-        "method": r.method.value,
-        "mdd_pp": round(r.mdd_pp, 4),
-        "exhaustive": r.exhaustive,
-    }
+def _shown(found: PairColumns) -> list[dict[str, Any]]:
+    """Each pair as the page shows it (rounded; the p-value to 6 significant digits)."""
+
+    def pp(values: np.ndarray) -> list[float]:
+        return [round(v, 4) for v in (100 * values).tolist()]
+
+    exact, sign_flip = PairedMethod.EXACT_MCNEMAR.value, PairedMethod.SIGN_FLIP.value
+    columns = zip(
+        found.b.tolist(),
+        found.c.tolist(),
+        pp(found.mean_d),
+        pp(found.low),
+        pp(found.high),
+        found.p_value,
+        found.exact.tolist(),
+        [round(v, 4) for v in found.mdd_pp()],
+        found.exhaustive,
+        strict=True,
+    )
+    return [
+        {
+            "n": found.n,
+            "b": b,
+            "c": c,
+            "delta_pp": delta,
+            "ci_low_pp": low,
+            "ci_high_pp": high,
+            "p_value": float(f"{p:.6g}"),
+            "method": exact if is_exact else sign_flip,
+            "mdd_pp": mdd,
+            "exhaustive": exhaustive,
+        }
+        for b, c, delta, low, high, p, is_exact, mdd, exhaustive in columns
+    ]
 
 
 def _vector(outcome: Mapping[str, Any], tasks: Sequence[str], as_float: bool) -> np.ndarray:
@@ -243,7 +216,7 @@ def pairs(
     `compare_paired`'s; settings over the same problems share one set of draws (what
     `compare_paired` draws for that seed), so all pairs cost about as much as the settings."""
     outcomes = _outcomes(keys, passed)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[tuple[int, int], dict[str, Any]] = {}
     tasks_of = [tuple(sorted(outcomes[key])) for key in keys]
     by_tasks: dict[tuple[str, ...], list[int]] = {}
     for i, tasks in enumerate(tasks_of):
@@ -254,7 +227,7 @@ def pairs(
                 try:
                     align_problems(outcomes[keys[i]], outcomes[keys[j]])
                 except PairingError as e:
-                    found[f"{i},{j}"] = {"error": str(e)}
+                    found[i, j] = {"error": str(e)}
     for tasks, members in by_tasks.items():
         if len(members) < 2 or not tasks:
             continue
@@ -267,15 +240,14 @@ def pairs(
         }
         index = {i: at for at, i in enumerate(members)}
         wanted = [(i, j) for at, i in enumerate(members) for j in members[at + 1 :]]
-        results = compare_pairs(
+        results = compare_columns(
             [rows[i] for i in members],
             [(index[i], index[j]) for i, j in wanted],
             resamples,
             options.confidence,
         )
-        for (i, j), r in zip(wanted, results, strict=True):
-            found[f"{i},{j}"] = _shown(r)
-    found = dict(sorted(found.items(), key=lambda kv: tuple(map(int, kv[0].split(",")))))
+        for (i, j), shown in zip(wanted, _shown(results), strict=True):
+            found[i, j] = shown
     return {
         "keys": list(keys),
         "options": {
@@ -283,5 +255,5 @@ def pairs(
             "confidence": options.confidence,
             "seed": options.seed,
         },
-        "pairs": found,
+        "pairs": {f"{i},{j}": found[i, j] for i, j in sorted(found)},
     }

@@ -36,15 +36,14 @@ import numpy as np
 import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
-from orchestrator.report.inspection import STATE_CODE, cell_state
 from orchestrator.report.problems import (
     SHOWN_AXES,
     PairOptions,
-    ViewSample,
     matrix,
+    ordered_settings,
     pairs,
-    problem_texts,
 )
+from orchestrator.report.sampletable import sample_table
 from storage.integrity import setting_key_of
 from storage.rows import positions
 from storage.store import Store
@@ -162,47 +161,6 @@ def batches(groups: Sequence[Group], size: int = BATCH_SETTINGS) -> list[list[Gr
     return out
 
 
-def group_samples(
-    generations: pa.Table, executions: pa.Table
-) -> tuple[list[ViewSample], dict[tuple[str, str], list[bool]]]:
-    """The group's samples (generations joined with their executions on setting, problem and
-    sample; in setting then sample order) and, per (setting, problem), its executions' passed
-    flags in sample order. Read column by column: a 100-model store has a million samples."""
-    ex = {c: executions.column(c).to_pylist() for c in EXECUTION_COLUMNS}
-    ex_keys = list(zip(ex["setting_key"], ex["task_id"], ex["sample_index"], strict=True))
-    executed = {k: at for at, k in enumerate(ex_keys)}  # the last row of a sample, as before
-    g = {c: generations.column(c).to_pylist() for c in GENERATION_COLUMNS}
-    order = sorted(
-        range(generations.num_rows), key=lambda r: (g["setting_key"][r], g["sample_index"][r])
-    )
-    samples = []
-    for r in order:
-        key, task, index = g["setting_key"][r], g["task_id"][r], int(g["sample_index"][r])
-        e = executed.get((key, task, index))
-        outcome = None if e is None else ex["outcome"][e]
-        state = cell_state(outcome, bool(g["prompt_truncated"][r]), bool(g["hit_length_limit"][r]))
-        samples.append(
-            ViewSample(
-                key,
-                task,
-                index,
-                state,
-                outcome,
-                g["prompt"][r] or "",
-                g["continuation"][r] or "",
-                g["program"][r] or "",
-                None if e is None else ex["error_type"][e],
-                None if e is None else ex["error_message"][e],
-                g["n_prompt_tokens"][r],
-                g["n_output_tokens"][r],
-            )
-        )
-    passed: dict[tuple[str, str], list[bool]] = {}
-    for at in sorted(range(len(ex_keys)), key=ex_keys.__getitem__):
-        passed.setdefault(ex_keys[at][:2], []).append(bool(ex["passed"][at]))
-    return samples, passed
-
-
 def read_executions(store: Store, batch: Sequence[Group]) -> pa.Table:
     """A batch's execution rows, read once: a pack holds the rows of many groups, and its row
     groups decode once per batch rather than once per group."""
@@ -229,24 +187,19 @@ def write_group(
 ) -> int:
     """One group's matrix, pairs and problem files; returns the number of problem files.
     `executions`: the group's execution rows (`split_executions`)."""
-    group_keys = _keys([group])
-    generations = store.read_table("generations", group_keys, columns=GENERATION_COLUMNS)
-    samples, passed = group_samples(generations, executions)
-    states: dict[tuple[str, str], list[str]] = {}
-    by_task: dict[str, list[ViewSample]] = {}
-    for s in samples:  # in setting then sample order
-        states.setdefault((s.setting_key, s.task_id), []).append(STATE_CODE[s.state])
-        by_task.setdefault(s.task_id, []).append(s)
-    grid = matrix(group.settings, states)
+    generations = store.read_table("generations", _keys([group]), columns=GENERATION_COLUMNS)
+    keys = [str(row["setting_key"]) for row in ordered_settings(group.settings)]
+    samples = sample_table(generations, executions, keys)
+    grid = matrix(group.settings, samples.states())
     grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
     _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
-    keys = [s["key"] for s in grid["settings"]]
-    _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs(keys, passed, options))
+    pairs_of = pairs(keys, samples.passed, options)
+    _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs_of)
     (root / "data" / group.id / "p").mkdir(parents=True, exist_ok=True)
-    for i, task in enumerate(grid["problems"]):
-        payload = {"task_id": task, **problem_texts(by_task.get(task, []))}
-        _write(root, f"data/{group.id}/p/{i}.js", f"{group.id}/p/{i}", payload, folder=False)
-    return len(grid["problems"])
+    for p in range(len(samples.tasks)):
+        payload = samples.problem_file(p)
+        _write(root, f"data/{group.id}/p/{p}.js", f"{group.id}/p/{p}", payload, folder=False)
+    return len(samples.tasks)
 
 
 def _assets(root: Path) -> None:

@@ -228,13 +228,30 @@
     return Promise.all([drawDetail(i, j), drawCompare()]);
   }
 
-  function problemData(i) { return load(view.gid + "/p/" + i); }
+  // A problem file holds a row of values per sample (named once, in data.fields), its setting
+  // as a column of the model's matrix: turned back into {setting key: [sample, ...]} once.
+  function problemData(i) {
+    const gid = view.gid;
+    return load(gid + "/p/" + i).then((data) => {
+      if (!data.byKey) {
+        const settings = cache[gid + "/matrix"].settings, byKey = {};
+        data.samples.forEach((row) => {
+          const sample = {};
+          data.fields.forEach((field, n) => { sample[field] = row[n]; });
+          const key = settings[sample.setting].key;
+          (byKey[key] = byKey[key] || []).push(sample);
+        });
+        data.byKey = byKey;
+      }
+      return data;
+    });
+  }
 
   function drawDetail(i, j) {
     const g = view.group, s = g.settings[j], task = g.problems[i];
     $("detail").innerHTML = "<h2>Sample</h2><p class=\"muted\">Loading " + esc(task) + "&hellip;</p>";
     return problemData(i).then((data) => {
-      const samples = data.samples[s.key] || [];
+      const samples = data.byKey[s.key] || [];
       const sample = samples.find((x) => x.i === view.sample) || samples[0];
       if (!sample) { $("detail").innerHTML = "<h2>Sample</h2><p class=\"muted\">" + esc(s.label) + " holds no sample of " + esc(task) + ".</p>"; return; }
       const t = (k) => (k === null || k === undefined ? "" : data.texts[k]);
@@ -291,8 +308,8 @@
         "</b> &middot; B &minus; A = <b id=\"pair-delta\">" + r.delta_pp.toFixed(2) + "</b> pp [" + r.ci_low_pp.toFixed(2) + ", " + r.ci_high_pp.toFixed(2) + "] &middot; " +
         esc(r.method) + " p = <b id=\"pair-p\">" + Number(r.p_value).toPrecision(3) + "</b> &middot; detectable &ge; " + r.mdd_pp.toFixed(1) + " pp" +
         " <span class=\"muted\">(" + pair.options.n_resamples + " resamples, " + Math.round(100 * pair.options.confidence) + "% interval)</span>";
-      const pa = (data.samples[ka] || []).find((x) => x.i === view.sample) || (data.samples[ka] || [])[0];
-      const pb = (data.samples[kb] || []).find((x) => x.i === view.sample) || (data.samples[kb] || [])[0];
+      const pa = (data.byKey[ka] || []).find((x) => x.i === view.sample) || (data.byKey[ka] || [])[0];
+      const pb = (data.byKey[kb] || []).find((x) => x.i === view.sample) || (data.byKey[kb] || [])[0];
       const text = (x) => (x ? data.texts[x.program] : "");
       $("compare").innerHTML = "<h2>Two settings &middot; " + esc(g.problems[i]) + "</h2>" +
         "<p>A <span class=\"sw\" style=\"border-color:#0072B2\">A</span>" + esc(sa.label) + " <span class=\"muted\">" + ka.slice(0, 12) + "</span> &middot; B <span class=\"sw\" style=\"border-color:#E69F00\">B</span>" +

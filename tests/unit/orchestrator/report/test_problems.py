@@ -111,16 +111,18 @@ def test_texts_are_stored_once_per_problem(view):
     root, keys, _ = view
     texts = payload(root / "view/data/m0/p/3.js")
     assert texts["task_id"] == "Python/3"
+    shown = {keys[r[0]]: dict(zip(texts["fields"], r, strict=True)) for r in texts["samples"]}
+    assert set(shown) == set(keys) and len(shown) == len(texts["samples"])
     # three own-template settings share one prompt: 2 prompts, 4 programs, 4 continuations
-    prompts = {s[0]["prompt"] for s in texts["samples"].values()}
-    assert len(prompts) == 2
+    assert len({s["prompt"] for s in shown.values()}) == 2
+    assert len(texts["texts"]) == len(set(texts["texts"]))
     store = Store(str(root / "store"))
     for key in keys:
         (sample,) = problem_samples(store, key, "Python/3")
-        (shown,) = texts["samples"][key]
-        assert texts["texts"][shown["program"]] == sample.program
-        assert texts["texts"][shown["prompt"]] == sample.prompt
-        assert shown["state"] == sample.state.value
+        assert texts["texts"][shown[key]["program"]] == sample.program
+        assert texts["texts"][shown[key]["prompt"]] == sample.prompt
+        assert texts["texts"][shown[key]["continuation"]] == sample.continuation
+        assert shown[key]["state"] == sample.state.value
 
 
 def test_the_summary_names_what_the_page_loads_first(view):

@@ -1,5 +1,6 @@
-"""The problems view's join of a group's generations and executions (orchestrator/report/view.py),
-read column by column: the order, states and passed flags the matrix and the pairs come from."""
+"""How the problems view is written (orchestrator/report/view.py): batches of groups, worker
+processes that write the same files as one, cancelling, one BLAS thread, a batch's executions
+split among its groups, and no pandas in a worker."""
 
 from __future__ import annotations
 
@@ -12,90 +13,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from threadpoolctl import threadpool_info
 
 from orchestrator.report import view
-from orchestrator.report.inspection import CellState
 from orchestrator.report.problems import PairOptions
 from orchestrator.report.view import (
     EXECUTION_COLUMNS,
-    GENERATION_COLUMNS,
     Group,
     batches,
-    group_samples,
     write_view,
 )
-from storage.schema import TABLES
 from storage.store import Store
 from tests.fixtures_store import Spec, write_grid_store, write_setting
-
-
-def _table(name: str, columns: tuple[str, ...], rows: list[dict]) -> pa.Table:
-    schema = pa.schema([TABLES[name].field(c) for c in columns])
-    return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
-
-
-def _gen(key: str, task: str, i: int, **flags: bool) -> dict:
-    return {
-        "setting_key": key,
-        "task_id": task,
-        "sample_index": i,
-        "prompt": f"prompt {task}",
-        "continuation": f"cont {key} {task} {i}",
-        "program": None,
-        "prompt_truncated": flags.get("truncated", False),
-        "hit_length_limit": flags.get("hit", False),
-    }
-
-
-def _exe(key: str, task: str, i: int, outcome: str) -> dict:
-    return {
-        "setting_key": key,
-        "task_id": task,
-        "sample_index": i,
-        "outcome": outcome,
-        "passed": outcome == "passed",
-        "error_type": None if outcome == "passed" else "AssertionError",
-    }
-
-
-def test_samples_join_in_setting_then_sample_order_with_states_and_passed_flags():
-    gens = [
-        _gen("b", "Python/1", 1),
-        _gen("b", "Python/1", 0, hit=True),
-        _gen("a", "Python/2", 0, truncated=True),
-        _gen("a", "Python/1", 0),
-        _gen("a", "Python/3", 0),  # generated, not executed
-    ]
-    execs = [
-        _exe("b", "Python/1", 1, "passed"),
-        _exe("b", "Python/1", 0, "failed"),
-        _exe("a", "Python/1", 0, "passed"),
-        _exe("a", "Python/2", 0, "error"),
-        _exe("c", "Python/1", 0, "failed"),  # an execution without its generation
-    ]
-    samples, passed = group_samples(
-        _table("generations", GENERATION_COLUMNS, gens),
-        _table("executions", EXECUTION_COLUMNS, execs),
-    )
-    seen = [(s.setting_key, s.task_id, s.sample_index, s.state) for s in samples]
-    assert seen == [
-        ("a", "Python/2", 0, CellState.TRUNCATED),
-        ("a", "Python/1", 0, CellState.PASSED),
-        ("a", "Python/3", 0, CellState.NOT_EXECUTED),
-        ("b", "Python/1", 0, CellState.LENGTH_LIMIT),  # failed at the length limit
-        ("b", "Python/1", 1, CellState.PASSED),
-    ]
-    assert samples[2].outcome is None and samples[2].error_type is None
-    assert samples[3].error_type == "AssertionError" and samples[0].program == ""
-    assert passed == {
-        ("a", "Python/1"): [True],
-        ("a", "Python/2"): [False],
-        ("b", "Python/1"): [False, True],  # sample order, not row order
-        ("c", "Python/1"): [False],
-    }
+from tests.unit.orchestrator.report.view_rows import execution, table
 
 
 def test_batches_keep_groups_whole_and_in_order():
@@ -270,18 +201,18 @@ def test_a_batchs_executions_split_among_its_groups_in_the_order_read():
         Group("m2", "c", "humanevalfix", "c", ({"setting_key": "k4"},)),  # no rows
     ]
     read = [
-        _exe(key, f"Python/{i}", 0, "passed" if i % 2 else "failed")
+        execution(key, f"Python/{i}", 0, "passed" if i % 2 else "failed")
         for i, key in enumerate(["k3", "k2", "k1", "k9", "k3", "k2", "k1"])  # k9: no group's
     ]
-    table = _table("executions", EXECUTION_COLUMNS, read)
-    split = view.split_executions(table, groups)
+    rows_read = table("executions", EXECUTION_COLUMNS, read)
+    split = view.split_executions(rows_read, groups)
     rows = [[(r["setting_key"], r["task_id"]) for r in t.to_pylist()] for t in split]
     assert rows == [
         [("k3", "Python/0"), ("k1", "Python/2"), ("k3", "Python/4"), ("k1", "Python/6")],
         [("k2", "Python/1"), ("k2", "Python/5")],
         [],
     ]
-    assert all(t.schema == table.schema for t in split)
+    assert all(t.schema == rows_read.schema for t in split)
 
 
 WORKER = """
