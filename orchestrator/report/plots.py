@@ -14,11 +14,13 @@ global backend switch, no display needed).
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from orchestrator.analysis.answers import Verdict
 from orchestrator.analysis.baseline import AXES
@@ -39,6 +41,8 @@ LABEL_PT = 7.0
 CHAR_IN = 0.55 * LABEL_PT / 72  # average width of a label character, inches
 LEVEL = 0.28  # data units between stacked label lines
 MAX_LEVELS = 6
+VOTE_AREA = 22  # a model's vote marker, points^2
+LEGEND_ROW_IN = 0.19  # a legend row at 8 pt, inches
 
 
 def _png(figure: Figure) -> bytes:
@@ -237,7 +241,10 @@ def effects_figure(pairs: Sequence[EffectPair], metric: str = "score") -> bytes 
     models = sorted({m for p in panels for b in p.bars for m, _ in b.votes})
     palette = {m: f"C{i % 10}" for i, m in enumerate(models)}
     widths = [max(1, len(p.bars)) + 0.6 for p in panels]
-    figure = Figure(figsize=(min(16.0, 1.3 * sum(widths) + 2.0), 4.6))
+    columns = min(6, 2 + len(models))
+    legend_in = LEGEND_ROW_IN * math.ceil((2 + len(models)) / columns) + 0.1
+    height = 4.6 + legend_in  # the legend below the panels, never over their labels
+    figure = Figure(figsize=(min(16.0, 1.3 * sum(widths) + 2.0), height))
     grid = figure.add_gridspec(1, len(panels), width_ratios=widths)
     low, high = _limits(panels)
     for i, panel in enumerate(panels):
@@ -248,19 +255,35 @@ def effects_figure(pairs: Sequence[EffectPair], metric: str = "score") -> bytes 
             ax.tick_params(labelleft=False)
     figure.suptitle("Effect of each setting against the baseline (one vote per model)")
     figure.legend(
-        *_legend(figure),
+        *_legend(figure, palette),
         loc="lower center",
-        ncol=min(6, 2 + len(models)),
+        ncol=columns,
         fontsize=8,
         frameon=False,
-        bbox_to_anchor=(0.5, -0.08),
+        bbox_to_anchor=(0.5, 0.0),
     )
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, legend_in / height, 1, 1))
     return _png(figure)
 
 
-def _legend(figure: Figure) -> tuple[list, list[str]]:
-    handles, names = [], []
+def _legend(figure: Figure, palette: dict[str, str]) -> tuple[list, list[str]]:
+    """A marker per model (the votes are one collection per panel), then the bars' entries."""
+    handles: list = []
+    names: list[str] = []
+    for model, colour in palette.items():
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="o",
+                markersize=math.sqrt(VOTE_AREA),  # a scatter's size is an area in points^2
+                markerfacecolor=colour,
+                markeredgecolor="black",
+                markeredgewidth=0.5,
+            )
+        )
+        names.append(model)
     for ax in figure.axes:
         for h, n in zip(*ax.get_legend_handles_labels(), strict=True):
             if n not in names:
@@ -271,6 +294,9 @@ def _legend(figure: Figure) -> tuple[list, list[str]]:
 
 def _draw_panel(ax, panel: Panel, palette: dict[str, str], metric: str | None) -> None:
     """One axis's bars; `metric`: the y label, on the first panel only."""
+    xs: list[float] = []
+    ys: list[float] = []
+    colours: list[str] = []
     for j, bar in enumerate(panel.bars):
         for value, offset, colour, group in (
             (bar.mean_all_pp, -0.19, "#4575b4", "all"),
@@ -295,17 +321,11 @@ def _draw_panel(ax, panel: Panel, palette: dict[str, str], metric: str | None) -
                 fontsize=7,
             )
         for k, (model, change) in enumerate(bar.votes):
-            jitter = (k - (len(bar.votes) - 1) / 2) * 0.05
-            ax.scatter(
-                [j - 0.19 + jitter],
-                [change],
-                s=22,
-                color=palette[model],
-                edgecolors="black",
-                linewidths=0.5,
-                zorder=3,
-                label=model,
-            )
+            xs.append(j - 0.19 + (k - (len(bar.votes) - 1) / 2) * 0.05)  # jittered
+            ys.append(change)
+            colours.append(palette[model])
+    if xs:  # one collection for every vote (a call per vote took 2 s at 100 models)
+        ax.scatter(xs, ys, s=VOTE_AREA, c=colours, edgecolors="black", linewidths=0.5, zorder=3)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xticks(
         range(len(panel.bars)),
