@@ -13,6 +13,7 @@ import time
 
 from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
+from orchestrator.report.records import records
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +183,8 @@ def _export_mlflow(args: argparse.Namespace) -> int:
     from storage.store import Store
 
     store = Store(existing_store(args.store))
-    scores = read_frame(store, "scores").to_dict("records")
-    settings = read_frame(store, "settings").to_dict("records")
+    scores = records(read_frame(store, "scores"))
+    settings = records(read_frame(store, "settings"))
     pass1 = [s["setting_key"] for s in scores if s.get("metric") == "pass@1"]
     runs = tracked_runs(scores, settings, problem_counts_of(store, pass1), ReportOptions())
     index = build_index(store)

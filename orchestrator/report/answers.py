@@ -21,6 +21,7 @@ from orchestrator.analysis.literature import LiteratureMatch, SettingScore
 from orchestrator.analysis.literature_spread import spread_note
 from orchestrator.report.grid import present, template_label
 from orchestrator.report.published import Published
+from orchestrator.report.records import records
 
 ANSWER_COLUMNS = tuple(
     """model_name benchmark literature_model reported reported_spread source_id location
@@ -138,11 +139,11 @@ def answers_frame(
     """One row per literature row with an answer, by model, in the literature's order (of each
     benchmark, by name). `scores`: the settings the join compared (for the coincidence rate and
     the intervals); `confidence`: the spread rule's level, for its notes."""
-    grid_rows = {r["setting_key"]: r for r in grid.to_dict("records")} if len(grid) else {}
+    grid_rows = {r["setting_key"]: r for r in records(grid)} if len(grid) else {}
     answers = [a for m in matches if (a := answer(m)) is not None]
     answers.sort(key=lambda a: (a.match.model_name or "", a.match.benchmark, a.match.row.line))
-    records = [_record(a, grid_rows, scores, confidence) for a in answers]
-    frame = pd.DataFrame(records, columns=list(ANSWER_COLUMNS))
+    rows = [_record(a, grid_rows, scores, confidence) for a in answers]
+    frame = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
     return integer_columns(frame, INTEGER_COLUMNS)
 
 

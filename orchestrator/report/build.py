@@ -53,6 +53,7 @@ from orchestrator.report.grid import COUNTS_DERIVED, KIND_STORED, grid_frame, re
 from orchestrator.report.pivot import pivot_table
 from orchestrator.report.provenance import provenance_tables, skipped_table
 from orchestrator.report.published import Published, all_matches, published, store_cards
+from orchestrator.report.records import records
 from orchestrator.report.wording import counted
 from storage.schema import SettingStatus
 from storage.store import Store
@@ -113,8 +114,7 @@ def _literature_figure(
         mine = (grid["model_name"] == model) & (grid["benchmark"] == benchmark)
         scores = grid.loc[mine & (grid["metric"] == cards[benchmark].metric), "score_pct"]
         reported = tuple(
-            ReportedValue(r["reported"], r["source_id"], r["verdict"])
-            for r in part.to_dict("records")
+            ReportedValue(r["reported"], r["source_id"], r["verdict"]) for r in records(part)
         )
         label = f"{model} ({cards[benchmark].title})" if len(cards) > 1 else str(model)
         figure.append(ModelLiterature(label, tuple(float(s) for s in scores.dropna()), reported))
@@ -188,7 +188,7 @@ def _effect_rows(grid: pd.DataFrame) -> list[dict[str, Any]]:
             "limit": _none_if_nan(r["limit"]),
             "score_pct": r["exact"] * 100,
         }
-        for r in grid.to_dict("records")
+        for r in records(grid)
         if r["exact"] is not None
     ]
 

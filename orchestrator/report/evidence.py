@@ -26,6 +26,7 @@ from orchestrator.analysis.noise import noise_floors
 from orchestrator.analysis.outcomes import ProblemOutcomes, best_of_outcomes, outcomes_of_counts
 from orchestrator.report.data import ReportOptions, ReportTable
 from orchestrator.report.grid import read_frame
+from orchestrator.report.records import records
 from storage.store import Store
 
 COMPARISON_COLUMNS = tuple(
@@ -50,7 +51,7 @@ def setting_outcomes(
     setting whose outcomes do not average to its score is left out, and a note says so."""
     out: dict[str, ProblemOutcomes] = {}
     mismatched = []
-    for row in grid.to_dict("records") if len(grid) else []:
+    for row in records(grid) if len(grid) else []:
         key = row["setting_key"]
         if (row["subset"] and not include_pilots) or row["exact"] is None:
             continue  # a pilot is never a result; no score, nothing to compare
@@ -139,7 +140,7 @@ def evidence_tables(
 ) -> tuple[list[ReportTable], list[str]]:
     """The `findings` and `comparisons` tables, and the notes they need."""
     outcomes, notes = setting_outcomes(store, grid, counts)
-    floors = noise_floors(read_frame(store, "repeat_checks").to_dict("records"))
+    floors = noise_floors(records(read_frame(store, "repeat_checks")))
     evidence = EvidenceOptions(options.n_resamples, options.confidence, options.seed)
     comparisons = compare_grid(
         rows, outcomes, options.baseline, {b: f.noise_pp for b, f in floors.items()}, evidence

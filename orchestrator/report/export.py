@@ -18,6 +18,7 @@ from orchestrator.report.eee_literature import literature_logs
 from orchestrator.report.formats import ExportFormat
 from orchestrator.report.grid import read_frame
 from orchestrator.report.published import Published, literature_of, store_cards
+from orchestrator.report.records import records
 from orchestrator.report.scored import Scored, scored
 from storage.store import Store
 from workers.scoring import ProblemCounts
@@ -79,9 +80,9 @@ def _pilots(scores: Sequence[dict], settings: Sequence[dict]) -> int:
     )
 
 
-def _write(records: Sequence[EeeRecord], root: Path) -> tuple[str, ...]:
+def _write(logs: Sequence[EeeRecord], root: Path) -> tuple[str, ...]:
     written = []
-    for record in records:
+    for record in logs:
         path = root / record.path
         path.parent.mkdir(parents=True, exist_ok=True)
         # Strict JSON (no NaN): the validator refuses anything else.
@@ -122,12 +123,12 @@ def export_eee(
     `retrieved_at` (Unix seconds) stamps the literature records; a store record carries its
     setting's own time."""
     root = Path(out)
-    scores = read_frame(store, "scores").to_dict("records")
+    scores = records(read_frame(store, "scores"))
     frame = read_frame(store, "settings")
-    settings = frame.to_dict("records")
-    runs = read_frame(store, "runs").to_dict("records")
-    records = score_logs(scores, settings, runs, _measured(store, scores), options)
-    written = _write(records, root / SCORES_DIR)
+    settings = records(frame)
+    runs = records(read_frame(store, "runs"))
+    logs = score_logs(scores, settings, runs, _measured(store, scores), options)
+    written = _write(logs, root / SCORES_DIR)
     cited: tuple[str, ...] = ()
     notes: list[str] = []
     if literature is not None:

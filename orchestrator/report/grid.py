@@ -23,6 +23,7 @@ import pandas as pd
 from orchestrator.analysis.effects import template_kind
 from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.data import OwnTemplateLookup, ReportOptions
+from orchestrator.report.records import records
 from orchestrator.report.scored import scored
 from storage.store import Store
 from workers.scoring import ProblemCounts
@@ -187,12 +188,12 @@ def grid_frame(
     """One row per complete setting with a score; column `exact` holds the headline exactly (a
     Fraction: pass@1 as its count, a graded score as its float). `counts`, when given,
     receives each setting's per-problem counts (read once here, for the paired tests)."""
-    scores = {r["setting_key"]: r for r in read_frame(store, "scores").to_dict("records")}
+    scores = {r["setting_key"]: r for r in records(read_frame(store, "scores"))}
     complete = settings[settings["status"] == "complete"] if len(settings) else settings
     names = sorted(set(complete["model_name"])) if len(complete) else []
     own = own_templates(names, options.own_template_of)
     rows = []
-    for setting in complete.to_dict("records"):
+    for setting in records(complete):
         key = setting["setting_key"]
         if key not in scores:
             logger.warning("setting %s is complete but has no score: left out", key[:12])

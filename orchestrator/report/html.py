@@ -32,6 +32,7 @@ from orchestrator.report.display import (
     shown_columns,
     title,
 )
+from orchestrator.report.records import records
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData, ReportTable
@@ -119,7 +120,7 @@ def html_table(
     cols = shown_columns(frame, name, group_by, table.frame)
     head = "".join(f"<th>{_head(name, c)}</th>" for c in cols)
     body = []
-    for i, (index, record) in enumerate(zip(frame.index, frame.to_dict("records"), strict=True)):
+    for i, (index, record) in enumerate(zip(frame.index, records(frame), strict=True)):
         cells = []
         for c in cols:
             cls = ' class="num"' if _is_number(record.get(c)) else ""

@@ -34,6 +34,7 @@ from orchestrator.analysis.paired import (
 from orchestrator.report.data import ReportOptions
 from orchestrator.report.evidence import setting_outcomes
 from orchestrator.report.grid import grid_frame, read_frame, setting_label
+from orchestrator.report.records import records
 from storage.store import Store
 
 # selection key -> grid column
@@ -88,7 +89,7 @@ def _matches(row: Mapping[str, Any], column: str, value: str) -> bool:
 
 def select(grid: pd.DataFrame, text: str, where: Mapping[str, str]) -> dict[str, Any]:
     """The one grid row a side names (see the module docstring)."""
-    rows = grid.to_dict("records") if len(grid) else []
+    rows = records(grid) if len(grid) else []
     if _is_key(text):
         hits = [r for r in rows if r["setting_key"].startswith(text.lower())]
         if len(hits) == 1:
@@ -181,7 +182,7 @@ def compare_settings(
         n_resamples=n_resamples,
         seed=seed,
     )
-    floors = noise_floors(read_frame(store, "repeat_checks").to_dict("records"))
+    floors = noise_floors(records(read_frame(store, "repeat_checks")))
     backends = {ra["backend"], rb["backend"]}
     noise = (
         max((floors[x].noise_pp for x in backends), default=None)

@@ -18,6 +18,7 @@ import pandas as pd
 from orchestrator.report.answers import integer_columns
 from orchestrator.report.data import ReportTable
 from orchestrator.report.grid import PRECISION_RANK, present, template_label
+from orchestrator.report.records import records
 
 ROW_AXES = ("template", "decoding", "max_length")
 # Shown as row columns only for a model where they vary.
@@ -91,7 +92,7 @@ def pivot_table(grid: pd.DataFrame, empty_reason: str) -> ReportTable:
     intervals: list[dict] = []
     scored = grid[grid["score_pct"].notna()] if len(grid) else grid
     for _, part in scored.groupby("model_name", sort=False) if len(scored) else []:
-        v, h, i = _model_pivot(part.to_dict("records"))
+        v, h, i = _model_pivot(records(part))
         values += v
         hovers += h
         intervals += i

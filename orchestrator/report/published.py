@@ -27,6 +27,7 @@ from orchestrator.analysis.literature import (
 )
 from orchestrator.report.data import ReportOptions
 from orchestrator.report.grid import present, setting_label
+from orchestrator.report.records import records
 from storage.literature import (
     LiteratureError,
     LiteratureMapping,
@@ -101,7 +102,7 @@ def setting_scores(grid: pd.DataFrame, card: BenchmarkCard) -> list[SettingScore
     what the store recorded, else the card's problem count: a setting over fewer problems is a
     pilot, never given a verdict. `rank` is the row's position in the grid (ties)."""
     out = []
-    for rank, row in enumerate(grid.to_dict("records")):
+    for rank, row in enumerate(records(grid)):
         if row["benchmark"] != card.benchmark or row["metric"] != card.metric:
             continue
         if row["exact"] is None:

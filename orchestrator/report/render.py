@@ -33,6 +33,7 @@ from orchestrator.report.display import (
 )
 from orchestrator.report.formats import FORMATS
 from orchestrator.report.html import render_html
+from orchestrator.report.records import records
 from orchestrator.report.tex import render_tex, snippets
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def _md_table(table: ReportTable, frame: pd.DataFrame) -> str:
         "| " + " | ".join(header(table.name, c) for c in cols) + " |",
         "|" + "---|" * len(cols),
     ]
-    for row in frame.to_dict("records"):
+    for row in records(frame):
         lines.append("| " + " | ".join(esc(cell_text(table.name, c, row)) for c in cols) + " |")
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ from orchestrator.report.display import (
     title,
     value_and_interval,
 )
+from orchestrator.report.records import records
 from orchestrator.report.texescape import tex_escape
 from orchestrator.report.textables import TEX_TABLES, TexTable
 
@@ -163,8 +164,7 @@ def _body(entry: TexTable, table: ReportTable, cols: list[str]) -> list[str]:
     lines: list[str] = []
     heading = _heading_columns(entry, table)
     group = None
-    records = frame.to_dict("records")
-    for index, row in zip(frame.index, records, strict=True):
+    for index, row in zip(frame.index, records(frame), strict=True):
         values = tuple(row.get(c) for c in heading)
         if heading and values != group:
             group = values
