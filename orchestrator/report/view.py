@@ -6,13 +6,14 @@ keys link to).
     data/index.js                             the models, and which model holds each setting
     data/<group>/matrix.js                    one model's settings x problems of sample states
     data/<group>/pairs.js                     the paired comparison of every two of its settings
-    data/<group>/p/<i>.js                     problem i's prompts, continuations, programs and
-                                              errors under every setting
+    data/<group>/p/<i>.js                     problems i, i + 1, ... (`problem_files`): their
+                                              prompts, continuations, programs and errors under
+                                              every setting
 
 A group is a model on one benchmark (`m0`, `m1`, ...). Data files are scripts calling
 `reprogridView.receive(id, payload)`: a page opened from file:// may load scripts from its folder
 but not fetch() files, and nothing is requested from anywhere else. Opening the page loads the
-first five files only (FIRST_PAGE); texts load per problem, the pairs per model, on demand.
+first five files only (FIRST_PAGE); texts load per problem file, the pairs per model, on demand.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ from storage.store import Store
 logger = logging.getLogger(__name__)
 
 BATCH_SETTINGS = 600  # settings whose execution rows are read at once (~100,000 rows at n = 1)
+# A problem file holds consecutive problems up to about this many characters of JSON: a file
+# per problem made 16,400 files at 100 models, each creation 0.03-0.7 ms of system time on
+# this machine's disk (0.5-11 s a view, varying run to run), and slower still on a cluster's
+# network filesystem; a click loads at most this much.
+PROBLEM_FILE_BYTES = 256_000
 
 VIEW_DIR = "problems"  # the view's folder inside a report's output folder
 ASSETS = {
@@ -133,17 +139,35 @@ def view_groups(store: Store) -> list[Group]:
     return groups_of(settings, {setting_key_of(k) for k in store.shards("generations")})
 
 
+def _json(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _script(id_: str, payload: Any) -> str:
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _text_script(id_, _json(payload))
+
+
+def _text_script(id_: str, text: str) -> str:
+    """A data file calling the page with `text`, a payload already in JSON."""
     return f"reprogridView.receive({json.dumps(id_)},{text});\n"
 
 
-def _write(root: Path, relative: str, id_: str, payload: Any, folder: bool = True) -> None:
-    """`folder`: create the file's folder (False: it exists; a group's 164 problem files share
-    one)."""
+def problem_files(sizes: Sequence[int], budget: int = PROBLEM_FILE_BYTES) -> list[int]:
+    """The first problem of each problem file: consecutive problems (of these JSON sizes) fill a
+    file until it holds `budget` characters, and a file holds one problem at least."""
+    starts: list[int] = []
+    held = budget
+    for p, size in enumerate(sizes):
+        if held >= budget:
+            starts.append(p)
+            held = 0
+        held += size
+    return starts
+
+
+def _write(root: Path, relative: str, id_: str, payload: Any) -> None:
     path = root / relative
-    if folder:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(_script(id_, payload), encoding="utf-8")
 
 
@@ -190,16 +214,20 @@ def write_group(
     generations = store.read_table("generations", _keys([group]), columns=GENERATION_COLUMNS)
     keys = [str(row["setting_key"]) for row in ordered_settings(group.settings)]
     samples = sample_table(generations, executions, keys)
+    problems = [_json(samples.problem_file(p)) for p in range(len(samples.tasks))]
+    starts = problem_files([len(text) for text in problems])
     grid = matrix(group.settings, samples.states())
     grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
+    grid["problem_files"] = starts
     _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
     pairs_of = pairs(keys, samples.passed, options)
     _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs_of)
     (root / "data" / group.id / "p").mkdir(parents=True, exist_ok=True)
-    for p in range(len(samples.tasks)):
-        payload = samples.problem_file(p)
-        _write(root, f"data/{group.id}/p/{p}.js", f"{group.id}/p/{p}", payload, folder=False)
-    return len(samples.tasks)
+    for first, end in zip(starts, [*starts[1:], len(problems)], strict=True):
+        text = f'{{"first":{first},"problems":[{",".join(problems[first:end])}]}}'
+        script = _text_script(f"{group.id}/p/{first}", text)
+        (root / "data" / group.id / "p" / f"{first}.js").write_text(script, encoding="utf-8")
+    return len(starts)
 
 
 def _assets(root: Path) -> None:

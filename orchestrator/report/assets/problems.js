@@ -228,17 +228,21 @@
     return Promise.all([drawDetail(i, j), drawCompare()]);
   }
 
-  // A problem file holds a row of values per sample (named once, in data.fields), its setting
+  // A problem file holds consecutive problems (the matrix's problem_files lists the first of
+  // each), and a problem a row of values per sample (named once, in data.fields), its setting
   // as a column of the model's matrix: turned back into {setting key: [sample, ...]} once.
   function problemData(i) {
-    const gid = view.gid;
-    return load(gid + "/p/" + i).then((data) => {
+    const gid = view.gid, group = cache[gid + "/matrix"];
+    let first = 0;
+    for (const start of group.problem_files) { if (start <= i) first = start; else break; }
+    return load(gid + "/p/" + first).then((file) => {
+      const data = file.problems[i - file.first];
       if (!data.byKey) {
-        const settings = cache[gid + "/matrix"].settings, byKey = {};
+        const byKey = {};
         data.samples.forEach((row) => {
           const sample = {};
           data.fields.forEach((field, n) => { sample[field] = row[n]; });
-          const key = settings[sample.setting].key;
+          const key = group.settings[sample.setting].key;
           (byKey[key] = byKey[key] || []).push(sample);
         });
         data.byKey = byKey;

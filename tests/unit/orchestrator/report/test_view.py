@@ -43,6 +43,13 @@ def _files(root: Path) -> dict[str, bytes]:
     }
 
 
+def test_problem_files_hold_consecutive_problems_up_to_the_budget():
+    assert view.problem_files([40, 40, 40, 40, 40], budget=100) == [0, 3]
+    assert view.problem_files([150, 10, 150, 10], budget=100) == [0, 1, 3]  # one at least
+    assert view.problem_files([10] * 164, budget=10**6) == [0]
+    assert view.problem_files([], budget=100) == []
+
+
 def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypatch):
     """Two models in batches of one model each, written by two spawned processes that open the
     store by its URI: the same files, byte for byte, as one process writes."""
@@ -72,7 +79,8 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
         written[workers] = _files(out)
     assert submitted == [(store.uri,), (store.uri,)]  # two batches, in worker processes
     assert initializers == [view.start_worker]
-    assert len(written[1]) > 2 * 164
+    problem_files = [f for f in written[1] if "/p/" in f]
+    assert len(problem_files) == summary.n_problem_files >= 2  # a file for each model at least
     assert written[1] == written[2]
 
 
