@@ -23,6 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from orchestrator.analysis.paired import draw_resamples
 from workers.scoring import ProblemCounts, per_problem_pass1
 
 DEFAULT_RESAMPLES = 10_000
@@ -63,6 +64,17 @@ def bootstrap_interval(
 def _interval(
     values: tuple[float, ...], n_resamples: int, confidence: float, seed: int
 ) -> tuple[float, float]:
+    if all(v in (0.0, 1.0) for v in values):
+        means = _pass_fail_means(len(values), n_resamples, seed, int(sum(values)))
+    else:
+        means = _drawn_means(values, n_resamples, seed)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def _drawn_means(values: tuple[float, ...], n_resamples: int, seed: int) -> np.ndarray:
+    """Each resample's mean, drawing `n_resamples` x n indices into `values`."""
     data = np.array(values)
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)
@@ -70,9 +82,27 @@ def _interval(
         size = min(_CHUNK, n_resamples - start)
         idx = rng.integers(0, data.size, size=(size, data.size))
         means[start : start + size] = data[idx].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(low), float(high)
+    return means
+
+
+def _pass_fail_means(n: int, n_resamples: int, seed: int, passed: int) -> np.ndarray:
+    """`_drawn_means` of n sorted values, the last `passed` of them 1 and the others 0: a
+    resample's mean is how many of its draws fall on the last `passed` positions, over n. The
+    draws are `draw_resamples`'s (the same stream, as counts per position), so the means are
+    the same floats, without drawing them again for each of the 165 possible counts (they took
+    2.6 s of a 6,000-setting report)."""
+    return _tail_counts(n, n_resamples, seed)[:, passed] / n
+
+
+@lru_cache(maxsize=4)
+def _tail_counts(n: int, n_resamples: int, seed: int) -> np.ndarray:
+    """(resamples, n + 1): column k holds how many of a resample's draws fall on the last k
+    positions."""
+    counts = draw_resamples(n, n_resamples, seed).counts.astype(np.int32)
+    tail = np.zeros((n_resamples, n + 1), np.int32)
+    np.cumsum(counts[:, ::-1], axis=1, out=tail[:, 1:])
+    tail.flags.writeable = False
+    return tail
 
 
 def pass1_interval(

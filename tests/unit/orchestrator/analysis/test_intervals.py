@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from orchestrator.analysis import intervals
 from orchestrator.analysis.intervals import DEFAULT_RESAMPLES, bootstrap_interval, pass1_interval
 from workers.scoring import ProblemCounts
 
@@ -73,3 +74,16 @@ def test_more_resamples_than_one_chunk():
     values = np.r_[np.ones(10), np.zeros(40)]
     interval = bootstrap_interval(values, n_resamples=4500, seed=1)
     assert interval.n_resamples == 4500 and interval.low < 0.2 < interval.high
+
+
+@pytest.mark.parametrize(("n", "n_resamples", "seed"), [(164, 10_000, 0), (7, 2_500, 3)])
+def test_a_pass_fail_interval_is_the_one_drawn_value_by_value(n, n_resamples, seed):
+    """Pass/fail scores take their resampled means from the shared draws' counts: the same
+    floats, exactly, as drawing indices into the scores (in chunks, as for any scores)."""
+    for passed in sorted({0, 1, n // 3, n - 1, n}):
+        values = tuple([0.0] * (n - passed) + [1.0] * passed)
+        drawn = intervals._drawn_means(values, n_resamples, seed)
+        assert np.array_equal(intervals._pass_fail_means(n, n_resamples, seed, passed), drawn)
+        interval = bootstrap_interval(values, n_resamples, 0.95, seed)
+        want = np.quantile(drawn, [0.025, 0.975])
+        assert (interval.low, interval.high) == (want[0], want[1])
