@@ -185,15 +185,18 @@ def _setting_plans(scope_cells: Sequence[Cell], pinned: Mapping[str, Any]) -> li
     """Each model's cells against its baseline cell (the same values on the freed axes)."""
     plans = []
     free = [a for a in AXES if a not in pinned]
+    of_model: dict[str, list[Cell]] = {}  # in scope order: a base meets its model's cells only
+    for cell in scope_cells:
+        of_model.setdefault(cell.model_name, []).append(cell)
     for base in scope_cells:
         if not all(base.value(a) == v for a, v in pinned.items()):
             continue
         family = f"{base.model_name} settings vs baseline"
         if free:
             family += " (" + " ".join(f"{a}={base.value(a)}" for a in free) + ")"
-        for cell in scope_cells:
+        for cell in of_model[base.model_name]:
             same_free = all(cell.value(a) == base.value(a) for a in free)
-            if cell is base or cell.model_name != base.model_name or not same_free:
+            if cell is base or not same_free:
                 continue
             changed = [a for a in pinned if cell.value(a) != base.value(a)]
             axis = changed[0] if len(changed) == 1 else SEVERAL

@@ -365,8 +365,8 @@ class _Projections:
         # in [-n, n], then moved to the pair's bins; widened first and subtracted in place:
         # np.subtract(b, a, dtype=index) casts through a buffer, 3x slower than both together
         diffs = b.astype(index)
-        diffs -= a
-        diffs += (np.arange(ia.size, dtype=index) * width + self.n)[:, None]
+        np.subtract(diffs, a, out=diffs)
+        np.add(diffs, (np.arange(ia.size, dtype=index) * width + self.n)[:, None], out=diffs)
         counts = np.bincount(diffs.ravel(), minlength=ia.size * width)
         below = np.cumsum(counts.reshape(ia.size, width), axis=1)  # values <= each bin
         last = self.resamples.n_resamples - 1
