@@ -13,7 +13,6 @@ import time
 
 from orchestrator.cli.common import add_store, existing_store
 from orchestrator.cli.common import out as _out
-from orchestrator.report.records import records
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +177,7 @@ def _export_mlflow(args: argparse.Namespace) -> int:
     from orchestrator.report.export import problem_counts_of
     from orchestrator.report.grid import read_frame
     from orchestrator.report.mlflow_runs import export_mlflow, tracked_runs
+    from orchestrator.report.records import records
     from orchestrator.tools.harness_io import export_entries
     from storage.index import build_index
     from storage.store import Store
