@@ -129,7 +129,7 @@ def test_view_writes_the_page_and_its_data(store, tmp_path, capsys):
     out = tmp_path / "view"
     assert main(["view", "--store", root, "--out", str(out), "--resamples", "50"]) == 0
     printed = capsys.readouterr().out
-    assert "2 model(s), 6 setting(s), 12 problem file(s)" in printed
+    assert "2 model(s), 6 setting(s), 2 problem file(s)" in printed  # 6 problems a model
     for name in ("index.html", "problems.js", "problems.css", "data/index.js"):
         assert (out / name).is_file(), name
     index = (out / "data/index.js").read_text(encoding="utf-8")
