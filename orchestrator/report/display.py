@@ -262,11 +262,12 @@ DISPLAY: dict[str, Display] = {
         details=("library_versions", "data_sources_json"),
     ),
 }
+PLAIN = Display()  # a table without a display of its own (one, shared: it is frozen)
 _HEX = re.compile(r"^[0-9a-f]{13,}$")
 
 
 def display_of(name: str) -> Display:
-    return DISPLAY.get(name, Display())
+    return DISPLAY.get(name, PLAIN)
 
 
 def shown_columns(
