@@ -322,8 +322,8 @@ class _Projections:
         # n allows, a quarter of intp's bytes; and projected in float32, exactly (whole numbers
         # below 2^24 in any order of summation), in half the time of float64
         self.counted_dtype = np.dtype(np.int16 if self.n < 2**15 else np.int32)
-        self.exact32 = self.n < 2**24
-        self._counts32 = resamples.counts.astype(np.float32) if self.exact32 else None
+        exact32 = self.n < 2**24
+        self._counts32 = resamples.counts.astype(np.float32) if exact32 else None
         self._sums: np.ndarray | None = None
         self._counted: np.ndarray | None = None
         if self.held and self.whole.all():  # only pass/fail pairs: no float sums needed

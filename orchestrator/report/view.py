@@ -215,7 +215,7 @@ def write_group(
     keys = [str(row["setting_key"]) for row in ordered_settings(group.settings)]
     samples = sample_table(generations, executions, keys)
     problems = [_json(samples.problem_file(p)) for p in range(len(samples.tasks))]
-    starts = problem_files([len(text) for text in problems])
+    starts = problem_files([len(text) for text in problems], PROBLEM_FILE_BYTES)
     grid = matrix(group.settings, samples.states())
     grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
     grid["problem_files"] = starts

@@ -21,6 +21,7 @@ import pytest
 
 from orchestrator.analysis.paired import compare_paired
 from orchestrator.cli import main
+from orchestrator.report import view as view_module
 from orchestrator.report.inspection import problem_samples
 from storage.store import Store
 from tests.fixtures_store import (
@@ -213,6 +214,33 @@ def test_opening_loads_only_the_first_page(fresh_browser, view):
     loaded = requests(browser)
     # on demand: the file that holds Python/1 (the fixture's six problems share one)
     assert [u[len(out.as_uri()) + 1 :] for u in loaded] == ["data/m0/p/0.js"]
+
+
+def test_a_problem_in_a_later_file_shows_its_own_texts(fresh_browser, tmp_path, monkeypatch):
+    """Problem files of two problems each: a click on Python/3 loads the file that starts at
+    problem 2 and shows Python/3's program (the file's second problem), not problem 2's."""
+    keys = write_view_store(str(tmp_path / "store"))
+    out = tmp_path / "view"
+    monkeypatch.setattr(view_module, "PROBLEM_FILE_BYTES", 1)  # one problem a file, to size them
+    assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
+    largest = max(p.stat().st_size for p in (out / "data/m0/p").glob("*.js"))
+    # more than any one problem's JSON, less than any two: a file holds two problems
+    monkeypatch.setattr(view_module, "PROBLEM_FILE_BYTES", largest)
+    assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
+    starts = sorted(int(p.stem) for p in (out / "data/m0/p").glob("*.js"))
+    assert starts == list(range(0, len(VIEW_STATES), 2))
+    browser = fresh_browser
+    open_page(browser, (out / "index.html").as_uri(), "m0")
+    requests(browser)
+    store = Store(str(tmp_path / "store"))
+    for task in ("Python/3", "Python/5"):
+        cell(browser, task, keys[1]).click()
+        wait_for(browser, f"document.querySelector('#detail h2')?.textContent.startsWith({task!r})")
+        program = browser.find_element(By.ID, "detail-program").get_attribute("textContent")
+        (sample,) = problem_samples(store, keys[1], task)
+        assert program == sample.program
+    loaded = [u[len(out.as_uri()) + 1 :] for u in requests(browser)]
+    assert loaded == ["data/m0/p/2.js", "data/m0/p/4.js"]
 
 
 def test_a_report_setting_key_opens_its_column(browser, tmp_path):
