@@ -168,9 +168,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         confidence=args.confidence if args.confidence is not None else defaults.confidence,
         seed=args.seed if args.seed is not None else defaults.seed,
     )
-    checked = check_report(args.store, options)  # a bad option fails here, before any file
     out = Path(args.out or _default_out(args.store))
-    link, view_job, stop = None, None, threading.Event()
+    link, view_job, stop, checked_ok = None, None, threading.Event(), threading.Event()
     # beside the view's workers, this process computes with one BLAS thread too (limited before
     # the view's thread starts: `one_blas_thread`)
     blas = one_blas_thread() if "html" in formats else contextlib.nullcontext()
@@ -179,11 +178,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}
             link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
-            # the view is written (by its processes) while this one computes and writes the report
+            # The view is written (by its processes) while this one computes and writes the
+            # report. Its workers start now and compute while the options are checked, on the
+            # core the check leaves idle; they write nothing before `checked_ok`.
             view_job = background.submit(
-                _write_problems_view, args.store, out, options, groups, stop
+                _write_problems_view, args.store, out, options, groups, stop, checked_ok
             )
         try:
+            checked = check_report(args.store, options)  # a bad option fails here, before any file
+            checked_ok.set()
             data = finish_report(checked)
             paths = write_report(data, out, formats, link)
             view = view_job.result() if view_job is not None else None
@@ -208,7 +211,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_problems_view(store: str, out: Path, options, groups, stop):
+def _write_problems_view(store: str, out: Path, options, groups, stop, ready):
     from orchestrator.report.problems import PairOptions
     from orchestrator.report.view import VIEW_DIR, view_workers, write_view
     from storage.store import Store
@@ -222,6 +225,7 @@ def _write_problems_view(store: str, out: Path, options, groups, stop):
         workers=view_workers(),
         groups=groups,
         cancel=stop,
+        ready=ready,
     )
 
 

@@ -206,10 +206,10 @@ def split_executions(executions: pa.Table, batch: Sequence[Group]) -> list[pa.Ta
     return [rows.slice(int(starts[n]), int(counts[n])) for n in range(len(batch))]
 
 
-def write_group(
-    store: Store, root: Path, group: Group, options: PairOptions, executions: pa.Table
-) -> int:
-    """One group's matrix, pairs and problem files; returns the number of problem files.
+def group_files(
+    store: Store, group: Group, options: PairOptions, executions: pa.Table
+) -> list[tuple[str, str]]:
+    """One group's matrix, pairs and problem files, as (path under the view's folder, text).
     `executions`: the group's execution rows (`split_executions`)."""
     generations = store.read_table("generations", _keys([group]), columns=GENERATION_COLUMNS)
     keys = [str(row["setting_key"]) for row in ordered_settings(group.settings)]
@@ -219,15 +219,15 @@ def write_group(
     grid = matrix(group.settings, samples.states())
     grid.update(id=group.id, model=group.model, benchmark=group.benchmark, label=group.label)
     grid["problem_files"] = starts
-    _write(root, f"data/{group.id}/matrix.js", f"{group.id}/matrix", grid)
-    pairs_of = pairs(keys, samples.passed, options)
-    _write(root, f"data/{group.id}/pairs.js", f"{group.id}/pairs", pairs_of)
-    (root / "data" / group.id / "p").mkdir(parents=True, exist_ok=True)
+    folder = f"data/{group.id}"
+    files = [
+        (f"{folder}/matrix.js", _script(f"{group.id}/matrix", grid)),
+        (f"{folder}/pairs.js", _script(f"{group.id}/pairs", pairs(keys, samples.passed, options))),
+    ]
     for first, end in zip(starts, [*starts[1:], len(problems)], strict=True):
         text = f'{{"first":{first},"problems":[{",".join(problems[first:end])}]}}'
-        script = _text_script(f"{group.id}/p/{first}", text)
-        (root / "data" / group.id / "p" / f"{first}.js").write_text(script, encoding="utf-8")
-    return len(starts)
+        files.append((f"{folder}/p/{first}.js", _text_script(f"{group.id}/p/{first}", text)))
+    return files
 
 
 def _assets(root: Path) -> None:
@@ -237,16 +237,30 @@ def _assets(root: Path) -> None:
 
 
 def write_batch(
-    store: Store | str, root: Path, batch: Sequence[Group], options: PairOptions
+    store: Store | str,
+    root: Path,
+    batch: Sequence[Group],
+    options: PairOptions,
+    gate: Gate | None = None,
 ) -> int:
     """Write a batch of groups (`batches`); returns the number of problem files. `store`: the
-    store, or its URI (in a worker process)."""
+    store, or its URI (in a worker process). `gate`: the batch is computed, then written once
+    the gate opens (in a worker: the gate its initializer received, `start_worker`)."""
     store = Store(store) if isinstance(store, str) else store
+    gate = gate or _WORKER_GATE
     executions = split_executions(read_executions(store, batch), batch)
-    return sum(
-        write_group(store, root, group, options, rows)
-        for group, rows in zip(batch, executions, strict=True)
-    )
+    files = []
+    for group, rows in zip(batch, executions, strict=True):
+        if gate is not None:
+            gate.check()  # a report whose options failed its check stops within a group
+        files += group_files(store, group, options, rows)
+    if gate is not None:
+        gate.wait()
+    for relative, text in files:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return sum("/p/" in relative for relative, _ in files)
 
 
 def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
@@ -269,6 +283,36 @@ class ViewCancelled(Exception):
 def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise ViewCancelled("the problems view was stopped before it was written")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the view's workers wait on before they write: `go`, set once the view's folder is
+    ready (after the report's options were checked), or `stop`. `report` starts its view's
+    workers before it checks its options, so that they compute their first batches on the core
+    the check leaves idle; nothing is written before `go`. Both are multiprocessing events of
+    the pool's context, given to each worker by its initializer (such events travel to a
+    process only as it starts)."""
+
+    go: Any  # multiprocessing.synchronize.Event
+    stop: Any
+
+    @staticmethod
+    def of(context: Any) -> Gate:
+        return Gate(context.Event(), context.Event())
+
+    def check(self) -> None:
+        """ViewCancelled once `stop` is set."""
+        if self.stop.is_set():
+            raise ViewCancelled("the problems view was stopped before it was written")
+
+    def wait(self, every_s: float = 0.1) -> None:
+        """Return once `go` is set; ViewCancelled once `stop` is."""
+        while not self.go.wait(every_s):
+            self.check()
+
+
+_WORKER_GATE: Gate | None = None  # a view worker's gate (`start_worker`)
 
 
 def _done(batch: Sequence[Group]) -> None:
@@ -305,10 +349,25 @@ def one_blas_thread() -> threadpool_limits:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def start_worker(parent: int) -> None:
-    """A view worker's initializer: one BLAS thread (`one_blas_thread`), and `exit_with_parent`."""
+def start_worker(parent: int, gate: Gate | None = None) -> None:
+    """A view worker's initializer: one BLAS thread (`one_blas_thread`), `exit_with_parent`, and
+    the gate its batches wait on before they write (`Gate`)."""
+    global _WORKER_GATE
     one_blas_thread()
     exit_with_parent(parent)
+    _WORKER_GATE = gate
+
+
+def _prepare(root: Path) -> None:
+    if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
+        shutil.rmtree(root / "data")
+    root.mkdir(parents=True, exist_ok=True)
+
+
+def _wait_ready(ready: threading.Event | None, cancel: threading.Event | None) -> None:
+    while ready is not None and not ready.wait(0.1):
+        _check(cancel)
+    _check(cancel)
 
 
 def write_view(
@@ -321,6 +380,7 @@ def write_view(
     batch_settings: int = BATCH_SETTINGS,
     groups: Sequence[Group] | None = None,
     cancel: threading.Event | None = None,
+    ready: threading.Event | None = None,
 ) -> ViewSummary:
     """Write the problems view of every generated setting of `store` into `out` (created).
     `report_link`: the report page relative to `out`, shown in the header (None: no link).
@@ -328,12 +388,11 @@ def write_view(
     which open the store by its URI (ValueError for a store given a filesystem its URI does
     not name); the files are the same. `groups`: `view_groups(store)`, when the caller has them.
     `cancel`, once set: ViewCancelled between batches (a report stopped while its view is
-    written in the background); the batches being written finish, no other begins."""
+    written in the background); the batches being written finish, no other begins.
+    `ready`: nothing is written (nor `out` created) before it is set; the workers compute
+    their first batches meanwhile (`Gate`). A `cancel` set before it writes nothing."""
     options = options or PairOptions()
     root = Path(out)
-    if (root / "data" / "index.js").is_file():  # an older view of ours: no stale model left
-        shutil.rmtree(root / "data")
-    root.mkdir(parents=True, exist_ok=True)
     groups = list(view_groups(store) if groups is None else groups)
     files = 0
     todo = batches(groups, batch_settings)
@@ -345,23 +404,35 @@ def write_view(
         )
     if workers > 1:  # each batch in a process of its own, reading the store by its URI
         context = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        gate = Gate.of(context)
         with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(),)
+            workers, mp_context=context, initializer=start_worker, initargs=(os.getpid(), gate)
         ) as pool:
-            # One batch per worker in flight, the next submitted as one finishes: a worker's
-            # Ctrl-C fails its batch only, and a queued batch would still be written.
-            waiting = list(reversed(todo))
-            running: dict[Future[int], list[Group]] = {}
-            while waiting or running:
-                _check(cancel)
+            try:
+                # One batch per worker in flight, the next submitted as one finishes: a
+                # worker's Ctrl-C fails its batch only, and a queued batch would still be written.
+                waiting = list(reversed(todo))
+                running: dict[Future[int], list[Group]] = {}
                 while waiting and len(running) < workers:
                     batch = waiting.pop()
                     running[pool.submit(write_batch, store.uri, root, batch, options)] = batch
-                finished, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
-                for job in finished:
-                    files += job.result()  # a worker's failure (or Ctrl-C) raises here
-                    _done(running.pop(job))
+                _wait_ready(ready, cancel)
+                _prepare(root)
+                gate.go.set()
+                while waiting or running:
+                    _check(cancel)
+                    while waiting and len(running) < workers:
+                        batch = waiting.pop()
+                        running[pool.submit(write_batch, store.uri, root, batch, options)] = batch
+                    finished, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                    for job in finished:
+                        files += job.result()  # a worker's failure (or Ctrl-C) raises here
+                        _done(running.pop(job))
+            finally:  # a batch still waiting on the gate ends rather than hold up the pool
+                gate.stop.set()
     else:
+        _wait_ready(ready, cancel)
+        _prepare(root)
         for batch in todo:
             _check(cancel)
             files += write_batch(store, root, batch, options)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -120,9 +120,57 @@ def test_a_set_cancel_stops_the_view_before_a_batch(tmp_path, workers):
     assert not list((tmp_path / "view").rglob("matrix.js"))
 
 
+def test_workers_write_nothing_before_ready_and_then_the_same_files(tmp_path):
+    """`report` starts its view before it checks its options (`ready`): the workers compute,
+    and the view's folder is neither created nor written until `ready` is set."""
+    write_grid_store(str(tmp_path / "store"))
+    store = Store(str(tmp_path / "store"))
+    options = PairOptions(n_resamples=50)
+    write_view(store, tmp_path / "alone", options, generated_at="then", batch_settings=60)
+    ready, out, seen = threading.Event(), tmp_path / "view", []
+    with ThreadPoolExecutor(1) as background:
+        job = background.submit(
+            write_view, store, out, options, None, "then", 2, 60, None, None, ready
+        )
+        try:
+            deadline = time.monotonic() + 3  # long enough for the workers to finish a batch
+            while time.monotonic() < deadline and not job.done():
+                seen.append(out.exists())
+                time.sleep(0.05)
+            assert not job.done() and not any(seen) and not out.exists()
+        finally:
+            ready.set()  # a failed check must not leave the view waiting
+        assert job.result(timeout=60).n_settings == 120
+    assert _files(out) == _files(tmp_path / "alone")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_cancel_before_ready_writes_nothing(tmp_path, workers):
+    """A report whose options fail their check stops its view: the workers' batches end at
+    the gate (or between groups), and nothing of the view exists."""
+    write_grid_store(str(tmp_path / "store"))
+    cancel, out = threading.Event(), tmp_path / "view"
+    with ThreadPoolExecutor(1) as background:
+        job = background.submit(
+            write_view,
+            Store(str(tmp_path / "store")),
+            out,
+            PairOptions(n_resamples=50),
+            workers=workers,
+            batch_settings=60,
+            cancel=cancel,
+            ready=threading.Event(),
+        )
+        time.sleep(0.5)
+        cancel.set()
+        with pytest.raises(view.ViewCancelled):
+            job.result(timeout=60)
+    assert not out.exists()
+
+
 PARENT = """
 import multiprocessing, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from orchestrator.report.view import exit_with_parent
 
 if __name__ == "__main__":
