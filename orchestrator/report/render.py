@@ -9,7 +9,6 @@ CSV has its header even when the table has no rows.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from orchestrator.report import plots, wording
@@ -33,6 +33,7 @@ from orchestrator.report.display import (
 )
 from orchestrator.report.formats import FORMATS
 from orchestrator.report.html import render_html
+from orchestrator.report.indented import indented
 from orchestrator.report.records import records
 from orchestrator.report.tex import render_tex, snippets
 
@@ -115,12 +116,22 @@ def _json_value(value: Any) -> Any:
     return str(value)
 
 
+def _json_column(column: pd.Series) -> list[Any]:
+    """`_json_value` of each value of `column` (a NumPy number column's values are already
+    Python numbers once listed: only a float's NaN needs turning into None)."""
+    values = column.tolist()
+    kind = column.dtype.kind if isinstance(column.dtype, np.dtype) else "O"
+    if kind == "f":
+        return [None if v != v else v for v in values]
+    if kind in "iub":
+        return values
+    return [_json_value(v) for v in values]
+
+
 def _json_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     cols = [c for c in frame.columns if c != "exact"]
-    return [
-        {c: _json_value(v) for c, v in zip(cols, row, strict=True)}
-        for row in frame[cols].itertuples(index=False)
-    ]
+    columns = [_json_column(frame[c]) for c in cols]
+    return [dict(zip(cols, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def render_json(data: ReportData) -> str:
@@ -139,7 +150,7 @@ def render_json(data: ReportData) -> str:
             for t in data.tables
         },
     }
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return indented(doc) + "\n"  # as json.dumps(doc, indent=2, default=str) writes it
 
 
 def write_csvs(data: ReportData, out_dir: Path) -> list[Path]:
