@@ -12,6 +12,7 @@ section says why it is empty; a pivot cell's interval shows on hover.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import numbers
 import re
@@ -65,9 +66,15 @@ def _is_number(value: Any) -> bool:
 _BREAK_AFTER = re.compile(r"([_/:,;=])")
 
 
+_PLAIN = re.compile(r"[^_/:,;=&<>\"']*")  # text that neither breaks nor needs escaping
+
+
+@functools.lru_cache(maxsize=65_536)  # a report's cells repeat their names and settings
 def breakable(text: str) -> str:
     """Escaped text where a line may break after `_ / : , ; =`, so a long name, path or
     source id never widens its column past what its words need."""
+    if _PLAIN.fullmatch(text):
+        return text
     return "".join(
         html.escape(part) + ("<wbr>" if _BREAK_AFTER.fullmatch(part) else "")
         for part in _BREAK_AFTER.split(text)
