@@ -206,13 +206,13 @@ def stored_counts(row: Mapping[str, Any]) -> ProblemCounts | None:
     )
     if ids is None or n is None or c is None:
         return None
-    return ProblemCounts(
-        tuple(str(t) for t in ids), tuple(int(x) for x in n), tuple(int(x) for x in c)
-    )
+    return ProblemCounts(tuple(map(str, ids)), tuple(map(int, n)), tuple(map(int, c)))
 
 
 def listed(value: Any) -> list[Any] | None:
-    """A stored list column's value as a list; None for a null (NaN once read into a frame)."""
+    """A stored list column's value as a list of Python values (a NumPy array, as a frame holds
+    it, through its `tolist`); None for a null (NaN once read into a frame)."""
     if value is None or isinstance(value, float):
         return None
-    return list(value)
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else list(value)

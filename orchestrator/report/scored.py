@@ -66,7 +66,7 @@ def scored(store: Store, score: Mapping[str, Any]) -> Scored:
     counts = stored_counts(score)
     if counts is not None:
         values = listed(score.get("problem_scores"))
-        scores = tuple(float(v) for v in values) if values is not None else None
+        scores = tuple(map(float, values)) if values is not None else None
         return Scored(counts, scores, _headline(score, counts), derived=False)
     counts = _from_executions(store, str(score["setting_key"]))
     pass1 = score.get("metric") == PASS_AT_1 and counts is not None and bool(counts.n)
