@@ -60,6 +60,11 @@ ul.findings li{margin:.15em 0}
 
 
 def _is_number(value: Any) -> bool:
+    kind = type(value)
+    if kind is int or kind is str or value is None:  # most cells: no ABC check
+        return kind is int
+    if kind is float:
+        return value == value
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and not is_missing(value)
 
 
@@ -131,7 +136,7 @@ def html_table(
         cells = []
         for c in cols:
             cls = ' class="num"' if _is_number(record.get(c)) else ""
-            tip = _hover(table.hover, index, c)
+            tip = _hover(table.hover, index, c) if table.hover is not None else ""
             cells.append(f"<td{cls}{tip}>{_cell(name, c, record, setting_link)}</td>")
         parity = ' class="odd"' if i % 2 else ""
         body.append(f"<tr{parity}>{''.join(cells)}</tr>" + _details(name, record, len(cols)))

@@ -88,3 +88,17 @@ def test_breakable_plain_text_is_the_split_rule():
         assert breakable(text) == _split(text), text
     assert breakable("a_b") == "a_<wbr>b" and breakable("<") == "&lt;"
     assert re.search("<wbr>", breakable("model/name")) is not None
+
+
+def test_is_number_by_type_is_the_abc_rule():
+    import numbers
+
+    from orchestrator.report.html import _is_number
+
+    for value in VALUES:
+        rule = (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and not display.is_missing(value)
+        )
+        assert _is_number(value) == rule, value
