@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from orchestrator.report.display import (
+    Part,
+    TableParts,
     cell_text,
     description,
     display_of,
-    groups,
     header,
     is_missing,
     notes_after,
@@ -33,7 +34,6 @@ from orchestrator.report.display import (
     shown_columns,
     title,
 )
-from orchestrator.report.records import records
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData, ReportTable
@@ -120,19 +120,19 @@ def _cell(name: str, column: str, record: Mapping[str, Any], link: SettingLink |
 
 def html_table(
     table: ReportTable,
-    frame: pd.DataFrame,
+    part: Part,
     group_by: str | None,
     setting_link: SettingLink | None = None,
 ) -> str:
     """One (sub-)table, folded when long; the empty reason when it has no rows. A setting key
     links to `setting_link(key)` (its column in the problems view) where that gives a page."""
-    name = table.name
+    name, frame = table.name, part.frame
     if frame.empty:
         return f'<p class="empty">{html.escape(table.empty_reason or "(none)")}</p>'
     cols = shown_columns(frame, name, group_by, table.frame)
     head = "".join(f"<th>{_head(name, c)}</th>" for c in cols)
     body = []
-    for i, (index, record) in enumerate(zip(frame.index, records(frame), strict=True)):
+    for i, (index, record) in enumerate(zip(frame.index, part.rows, strict=True)):
         cells = []
         for c in cols:
             cls = ' class="num"' if _is_number(record.get(c)) else ""
@@ -152,6 +152,7 @@ def _section(
     table: ReportTable,
     images: Mapping[str, bytes],
     setting_link: SettingLink | None,
+    table_parts: TableParts,
 ) -> list[str]:
     esc = html.escape
     parts = [
@@ -164,10 +165,10 @@ def _section(
         parts.append(f'<ul class="findings">{items}</ul>')
     elif sentences is not None:
         parts.append(f'<p class="empty">{esc(table.empty_reason or "(none)")}</p>')
-    for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
-        if group is not None:
-            parts.append(f"<h3>{esc(group)}</h3>")
-        parts.append(html_table(table, frame, table.group_by, setting_link))
+    for part in table_parts(table) if sentences is None else []:
+        if part.group is not None:
+            parts.append(f"<h3>{esc(part.group)}</h3>")
+        parts.append(html_table(table, part, table.group_by, setting_link))
     for caption, png in images.items():
         uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
         parts.append(f'<figure><img alt="{esc(caption)}" src="{uri}"></figure>')
@@ -178,10 +179,13 @@ def render_html(
     data: ReportData,
     images: Mapping[str, tuple[str, str, bytes]],
     setting_link: SettingLink | None = None,
+    table_parts: TableParts | None = None,
 ) -> str:
     """`images`: figure name -> (table whose section shows it, caption, PNG bytes);
-    `setting_link`: where a setting key links to (None: keys are plain text)."""
+    `setting_link`: where a setting key links to (None: keys are plain text); `table_parts`:
+    the tables' parts, when another format has them."""
     esc = html.escape
+    table_parts = table_parts or TableParts()
     nav = " ".join(f'<a href="#{t.name}">{esc(title(t.name))}</a>' for t in data.tables)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
@@ -191,7 +195,7 @@ def render_html(
     ]
     for table in data.tables:
         mine = {cap: png for sec, cap, png in images.values() if sec == table.name}
-        parts += _section(data, table, mine, setting_link)
+        parts += _section(data, table, mine, setting_link, table_parts)
         if table.name == notes_after(data) and data.notes:
             # right after the answers and their findings: what to know before quoting them
             notes = "".join(f"<li>{esc(n)}</li>" for n in data.notes)

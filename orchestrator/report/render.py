@@ -21,10 +21,11 @@ import pandas as pd
 
 from orchestrator.report import plots, wording
 from orchestrator.report.display import (
+    Part,
+    TableParts,
     cell_text,
     description,
     display_of,
-    groups,
     header,
     notes_after,
     sentence_list,
@@ -34,7 +35,6 @@ from orchestrator.report.display import (
 from orchestrator.report.formats import FORMATS
 from orchestrator.report.html import render_html
 from orchestrator.report.indented import indented
-from orchestrator.report.records import records
 from orchestrator.report.tex import render_tex, snippets
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ def _md_columns(frame: pd.DataFrame, table: ReportTable) -> list[str]:
     return shown_columns(frame, table.name, table.group_by, table.frame) + details
 
 
-def _md_table(table: ReportTable, frame: pd.DataFrame) -> str:
+def _md_table(table: ReportTable, part: Part) -> str:
+    frame = part.frame
     if frame.empty:
         return f"_{table.empty_reason or '(none)'}_"
     cols = _md_columns(frame, table)
@@ -67,7 +68,7 @@ def _md_table(table: ReportTable, frame: pd.DataFrame) -> str:
         "| " + " | ".join(header(table.name, c) for c in cols) + " |",
         "|" + "---|" * len(cols),
     ]
-    for row in records(frame):
+    for row in part.rows:
         lines.append("| " + " | ".join(esc(cell_text(table.name, c, row)) for c in cols) + " |")
     return "\n".join(lines)
 
@@ -77,18 +78,22 @@ def _figures_of(table: str, images: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return [(f[1], images[n]) for n, f in FIGURES.items() if f[2] == table and n in images]
 
 
-def render_markdown(data: ReportData, images: Mapping[str, str]) -> str:
-    """`images`: figure name -> file name next to report.md."""
+def render_markdown(
+    data: ReportData, images: Mapping[str, str], parts: TableParts | None = None
+) -> str:
+    """`images`: figure name -> file name next to report.md; `parts`: the tables' parts, when
+    another format has them."""
+    parts = parts or TableParts()
     out = [f"# reprogrid report\n\nStore: `{data.store}` · generated {data.generated_at}\n"]
     for table in data.tables:
         out.append(f"\n## {title(table.name)}\n\n{description(data, table.name)}\n")
         sentences = sentence_list(table.name, table.frame)
         if sentences is not None:
             out += [f"- {s}" for s in sentences] or [f"_{table.empty_reason or '(none)'}_"]
-        for group, frame in groups(table.frame, table.group_by) if sentences is None else []:
-            if group is not None:
-                out.append(f"\n### {group}\n")
-            out.append(_md_table(table, frame))
+        for part in parts(table) if sentences is None else []:
+            if part.group is not None:
+                out.append(f"\n### {part.group}\n")
+            out.append(_md_table(table, part))
         for caption, file in _figures_of(table.name, images):
             out.append(f"\n![{caption}]({file})\n")
         if table.name == notes_after(data) and data.notes:
@@ -205,11 +210,14 @@ def write_report(
         written.append(path)
     names = {name: FIGURES[name][0] for name in images}
     embedded = {name: (FIGURES[name][2], FIGURES[name][1], png) for name, png in images.items()}
+    parts = TableParts()  # md and html show the same parts
     writers: dict[str, Callable[[], list[Path]]] = {
-        "md": lambda: [_write(out / "report.md", render_markdown(data, names))],
+        "md": lambda: [_write(out / "report.md", render_markdown(data, names, parts))],
         "tex": lambda: write_tex(data, out, names),
         "json": lambda: [_write(out / "report.json", render_json(data))],
-        "html": lambda: [_write(out / "report.html", render_html(data, embedded, setting_link))],
+        "html": lambda: [
+            _write(out / "report.html", render_html(data, embedded, setting_link, parts))
+        ],
         "csv": lambda: write_csvs(data, out),
     }
     for fmt in formats:

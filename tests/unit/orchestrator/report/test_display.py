@@ -102,3 +102,20 @@ def test_is_number_by_type_is_the_abc_rule():
             and not display.is_missing(value)
         )
         assert _is_number(value) == rule, value
+
+
+def test_table_parts_split_and_read_a_table_once(monkeypatch):
+    from orchestrator.report.data import ReportTable
+    from orchestrator.report.records import records
+
+    frame = pd.DataFrame({"model_name": ["a", "a", "b"], "score_pct": [1.0, 2.0, None]})
+    table = ReportTable("grid", frame, group_by="model_name")
+    calls = []
+    real = display.groups
+    monkeypatch.setattr(display, "groups", lambda f, by: calls.append(by) or real(f, by))
+    parts = display.TableParts()
+    first = parts(table)
+    assert parts(table) is first and calls == ["model_name"]
+    assert [p.group for p in first] == ["a", "b"]
+    assert [p.rows for p in first] == [records(f) for _, f in real(frame, "model_name")]
+    assert "score_pct" not in first[1].frame.columns  # empty in group b: left out, as groups does
