@@ -147,10 +147,11 @@ def _default_out(store: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    # what starts the view's workers first; the report's renderers (matplotlib, about half a
+    # second) are imported while they start
     from orchestrator.analysis.baseline import parse_baseline
-    from orchestrator.report.build import check_report, finish_report
     from orchestrator.report.data import ReportOptions
-    from orchestrator.report.render import parse_formats, write_report
+    from orchestrator.report.formats import parse_formats
     from orchestrator.report.view import VIEW_DIR, one_blas_thread, view_groups
     from storage.store import Store
 
@@ -185,6 +186,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                 _write_problems_view, args.store, out, options, groups, stop, checked_ok
             )
         try:
+            from orchestrator.report.build import check_report, finish_report
+            from orchestrator.report.render import write_report
+
             checked = check_report(args.store, options)  # a bad option fails here, before any file
             checked_ok.set()
             data = finish_report(checked)

@@ -4,9 +4,21 @@ and matplotlib cost about a second at every start, `status` included)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 FORMATS = ("md", "csv", "tex", "html", "json")
+
+
+def parse_formats(text: str | Sequence[str]) -> list[str]:
+    items = text.split(",") if isinstance(text, str) else [f for t in text for f in t.split(",")]
+    formats = [f.strip() for f in items if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad or not formats:
+        raise ValueError(
+            f"Unknown report format(s) {', '.join(bad) or '(none)'}. Valid: {', '.join(FORMATS)}"
+        )
+    return formats
 
 
 class ExportFormat(StrEnum):

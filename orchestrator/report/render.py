@@ -32,7 +32,7 @@ from orchestrator.report.display import (
     shown_columns,
     title,
 )
-from orchestrator.report.formats import FORMATS
+from orchestrator.report.formats import FORMATS, parse_formats  # noqa: F401 (re-exported)
 from orchestrator.report.html import render_html
 from orchestrator.report.indented import indented
 from orchestrator.report.tex import render_tex, snippets
@@ -170,17 +170,6 @@ def write_csvs(data: ReportData, out_dir: Path) -> list[Path]:
 
 # ---------------------------------------------------------------------------------------------
 # Writing
-
-
-def parse_formats(text: str | Sequence[str]) -> list[str]:
-    items = text.split(",") if isinstance(text, str) else [f for t in text for f in t.split(",")]
-    formats = [f.strip() for f in items if f.strip()]
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise ValueError(
-            f"Unknown report format(s) {', '.join(bad) or '(none)'}. Valid: {', '.join(FORMATS)}"
-        )
-    return formats
 
 
 def figures(data: ReportData) -> dict[str, bytes]:
