@@ -144,6 +144,31 @@ def test_workers_write_nothing_before_ready_and_then_the_same_files(tmp_path):
     assert _files(out) == _files(tmp_path / "alone")
 
 
+def test_a_reports_workers_run_behind_it(tmp_path, monkeypatch):
+    """With `ready` (a report's view) the workers add BEHIND_PARENT to their niceness, so the
+    report's own thread keeps a core; `reprogrid view` (no `ready`) leaves it."""
+    write_grid_store(str(tmp_path / "store"))
+    nice: list[int] = []
+
+    class Pool(view.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            nice.append(kwargs["initargs"][2])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(view, "ProcessPoolExecutor", Pool)
+    store, options = Store(str(tmp_path / "store")), PairOptions(n_resamples=50)
+    write_view(store, tmp_path / "a", options, workers=2, batch_settings=60)
+    ready = threading.Event()
+    ready.set()
+    write_view(store, tmp_path / "b", options, workers=2, batch_settings=60, ready=ready)
+    assert nice == [0, view.BEHIND_PARENT] and view.BEHIND_PARENT > 0
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(), None, 3)
+    ) as pool:
+        assert pool.submit(os.nice, 0).result() == os.nice(0) + 3
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_cancel_before_ready_writes_nothing(tmp_path, workers):
     """A report whose options fail their check stops its view: the workers' batches end at
