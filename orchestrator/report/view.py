@@ -397,9 +397,8 @@ def write_view(
     `ready`: nothing is written (nor `out` created) before it is set; the workers compute
     their first batches meanwhile (`Gate`). A `cancel` set before it writes nothing. With
     `ready`, the workers run behind this process (niceness BEHIND_PARENT): a report's own work
-    is one thread, which then has a core to itself, whose check of the options is not slowed
-    (a bad --baseline at 6,000 settings answered in 7.5 s rather than 3.8 s without), and the
-    workers take every cycle it leaves."""
+    is one thread, which then keeps a core while the workers share the other, and they take
+    every cycle it leaves."""
     options = options or PairOptions()
     root = Path(out)
     groups = list(view_groups(store) if groups is None else groups)
