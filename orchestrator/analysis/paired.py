@@ -383,10 +383,9 @@ class _Projections:
         # bincount counts without a copy (from int32 it casts first, 15% of this); widened
         # first and subtracted in place: np.subtract(b, a, dtype=np.intp) casts through a
         # buffer, 3x slower than both together
-        index = np.intp
-        diffs = b.astype(index)
+        diffs = b.astype(np.intp)
         np.subtract(diffs, a, out=diffs)
-        np.add(diffs, (np.arange(ia.size, dtype=index) * width + self.n)[:, None], out=diffs)
+        np.add(diffs, (np.arange(ia.size, dtype=np.intp) * width + self.n)[:, None], out=diffs)
         counts = np.bincount(diffs.ravel(), minlength=ia.size * width)
         below = np.cumsum(counts.reshape(ia.size, width), axis=1)  # values <= each bin
         last = self.resamples.n_resamples - 1

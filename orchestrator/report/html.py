@@ -69,8 +69,6 @@ def _is_number(value: Any) -> bool:
 
 
 _BREAK_AFTER = re.compile(r"([_/:,;=])")
-
-
 _PLAIN = re.compile(r"[^_/:,;=&<>\"']*")  # text that neither breaks nor needs escaping
 
 

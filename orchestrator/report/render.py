@@ -32,7 +32,6 @@ from orchestrator.report.display import (
     shown_columns,
     title,
 )
-from orchestrator.report.formats import FORMATS, parse_formats  # noqa: F401 (re-exported)
 from orchestrator.report.html import render_html
 from orchestrator.report.indented import indented
 from orchestrator.report.tex import render_tex, snippets

@@ -241,13 +241,12 @@ def write_batch(
     root: Path,
     batch: Sequence[Group],
     options: PairOptions,
-    gate: Gate | None = None,
 ) -> int:
     """Write a batch of groups (`batches`); returns the number of problem files. `store`: the
-    store, or its URI (in a worker process). `gate`: the batch is computed, then written once
-    the gate opens (in a worker: the gate its initializer received, `start_worker`)."""
+    store, or its URI (in a worker process). In a worker given a gate (`start_worker`), the
+    batch is computed, then written once the gate opens."""
     store = Store(store) if isinstance(store, str) else store
-    gate = gate or _WORKER_GATE
+    gate = _WORKER_GATE
     executions = split_executions(read_executions(store, batch), batch)
     files = []
     for group, rows in zip(batch, executions, strict=True):

@@ -130,7 +130,14 @@ def test_workers_write_nothing_before_ready_and_then_the_same_files(tmp_path):
     ready, out, seen = threading.Event(), tmp_path / "view", []
     with ThreadPoolExecutor(1) as background:
         job = background.submit(
-            write_view, store, out, options, None, "then", 2, 60, None, None, ready
+            write_view,
+            store,
+            out,
+            options,
+            generated_at="then",
+            workers=2,
+            batch_settings=60,
+            ready=ready,
         )
         try:
             deadline = time.monotonic() + 3  # long enough for the workers to finish a batch
