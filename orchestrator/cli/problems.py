@@ -154,14 +154,15 @@ def default_view_out(store: str) -> Path:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import one_blas_thread, view_workers, write_view
+    from orchestrator.report.view import one_blas_thread, small_pages, view_workers, write_view
     from storage.store import Store
 
     store = Store(existing_store(args.store))
     options = PairOptions() if args.resamples is None else PairOptions(n_resamples=args.resamples)
     out = Path(args.out) if args.out else default_view_out(args.store)
     link = "../report.html" if (out.parent / "report.html").is_file() else None
-    with one_blas_thread():  # as its workers do (before any thread of this process starts)
+    # as its workers do (one BLAS thread: before any thread of this process starts)
+    with one_blas_thread(), small_pages():
         summary = write_view(store, out, options, report_link=link, workers=view_workers())
     _out(
         f"problems view: {len(summary.groups)} model(s), {summary.n_settings} setting(s), "

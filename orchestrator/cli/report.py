@@ -152,7 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.analysis.baseline import parse_baseline
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.formats import parse_formats
-    from orchestrator.report.view import VIEW_DIR, one_blas_thread, view_groups
+    from orchestrator.report.view import VIEW_DIR, one_blas_thread, small_pages, view_groups
     from storage.store import Store
 
     formats = parse_formats(args.format)
@@ -174,7 +174,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     # beside the view's workers, this process computes with one BLAS thread too (limited before
     # the view's thread starts: `one_blas_thread`)
     blas = one_blas_thread() if "html" in formats else contextlib.nullcontext()
-    with blas, ThreadPoolExecutor(1) as background:
+    with blas, small_pages(), ThreadPoolExecutor(1) as background:  # small pages: `huge_pages`
         if "html" in formats:  # the report's setting keys link to their column in the view
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}

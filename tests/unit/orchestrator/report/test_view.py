@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
@@ -280,6 +281,29 @@ def test_a_view_worker_computes_with_one_blas_thread(monkeypatch):
         1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
     ) as pool:
         assert set(pool.submit(blas_threads).result()) == {1}
+
+
+def huge_pages_now() -> bool:
+    return bool(np._core.multiarray._get_madvise_hugepage())
+
+
+def test_small_pages_hold_for_their_block_and_a_view_worker_takes_them(monkeypatch):
+    before = view.huge_pages(True)
+    try:
+        with view.small_pages():
+            assert not huge_pages_now()
+        assert huge_pages_now()
+        assert view.huge_pages(False) is True and view.huge_pages(True) is False
+    finally:
+        view.huge_pages(before)
+    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # what a worker would start with
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as plain:
+        assert plain.submit(huge_pages_now).result() is True
+    with ProcessPoolExecutor(
+        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
+    ) as pool:
+        assert pool.submit(huge_pages_now).result() is False
 
 
 def test_a_batchs_executions_split_among_its_groups_in_the_order_read():
