@@ -154,7 +154,8 @@ def default_view_out(store: str) -> Path:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import one_blas_thread, small_pages, view_workers, write_view
+    from orchestrator.report.view import write_view
+    from orchestrator.report.viewpool import one_blas_thread, small_pages, view_workers
     from storage.store import Store
 
     store = Store(existing_store(args.store))

@@ -147,43 +147,51 @@ def _default_out(store: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    # what starts the view's workers first; the report's renderers (matplotlib, about half a
-    # second) are imported while they start
+    # What starts the view's workers first: they spawn and import (about 0.4 s each) on the
+    # core this process's own start leaves idle, while it imports pandas, reads the store's
+    # settings and checks the options; the report's renderers come after.
     from orchestrator.analysis.baseline import parse_baseline
-    from orchestrator.report.data import ReportOptions
     from orchestrator.report.formats import parse_formats
-    from orchestrator.report.view import VIEW_DIR, one_blas_thread, small_pages, view_groups
-    from storage.store import Store
+    from orchestrator.report.viewpool import ViewPool, one_blas_thread, small_pages, view_workers
 
     formats = parse_formats(args.format)
     existing_store(args.store)
-    defaults = ReportOptions()
-    options = ReportOptions(
-        own_template_of=own_template_from_config,
-        card_of=card_from_registry,
-        data_dir=data_dir_from_config(),
-        literature_path=args.literature,
-        mapping_path=args.mapping,
-        baseline=parse_baseline(args.baseline),
-        n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
-        confidence=args.confidence if args.confidence is not None else defaults.confidence,
-        seed=args.seed if args.seed is not None else defaults.seed,
-    )
-    out = Path(args.out or _default_out(args.store))
+    baseline = parse_baseline(args.baseline)
+    html = "html" in formats
     link, view_job, stop, checked_ok = None, None, threading.Event(), threading.Event()
     # beside the view's workers, this process computes with one BLAS thread too (limited before
-    # the view's thread starts: `one_blas_thread`)
-    blas = one_blas_thread() if "html" in formats else contextlib.nullcontext()
-    with blas, small_pages(), ThreadPoolExecutor(1) as background:  # small pages: `huge_pages`
-        if "html" in formats:  # the report's setting keys link to their column in the view
+    # any thread of this process starts: `one_blas_thread`)
+    blas = one_blas_thread() if html else contextlib.nullcontext()
+    with blas, small_pages(), contextlib.ExitStack() as owned:  # small pages: `huge_pages`
+        workers = view_workers() if html else 0
+        pool = owned.enter_context(ViewPool(workers, behind=True)).start() if workers > 1 else None
+        background = owned.enter_context(ThreadPoolExecutor(1))  # ends before the pool does
+        from orchestrator.report.data import ReportOptions
+        from orchestrator.report.view import VIEW_DIR, view_groups
+        from storage.store import Store
+
+        defaults = ReportOptions()
+        options = ReportOptions(
+            own_template_of=own_template_from_config,
+            card_of=card_from_registry,
+            data_dir=data_dir_from_config(),
+            literature_path=args.literature,
+            mapping_path=args.mapping,
+            baseline=baseline,
+            n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
+            confidence=args.confidence if args.confidence is not None else defaults.confidence,
+            seed=args.seed if args.seed is not None else defaults.seed,
+        )
+        out = Path(args.out or _default_out(args.store))
+        if html:  # the report's setting keys link to their column in the view
             groups = view_groups(Store(args.store))
             shown = {str(s["setting_key"]) for g in groups for s in g.settings}
             link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
             # The view is written (by its processes) while this one computes and writes the
-            # report. Its workers start now and compute while the options are checked, on the
-            # core the check leaves idle; they write nothing before `checked_ok`.
+            # report. Its workers compute while the options are checked, on the core the check
+            # leaves idle; they write nothing before `checked_ok`.
             view_job = background.submit(
-                _write_problems_view, args.store, out, options, groups, stop, checked_ok
+                _write_problems_view, args.store, out, options, groups, stop, checked_ok, pool
             )
         try:
             from orchestrator.report.build import check_report, finish_report
@@ -215,9 +223,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_problems_view(store: str, out: Path, options, groups, stop, ready):
+def _write_problems_view(store: str, out: Path, options, groups, stop, ready, pool):
     from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import VIEW_DIR, view_workers, write_view
+    from orchestrator.report.view import VIEW_DIR, write_view
+    from orchestrator.report.viewpool import view_workers
     from storage.store import Store
 
     pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
@@ -230,6 +239,7 @@ def _write_problems_view(store: str, out: Path, options, groups, stop, ready):
         groups=groups,
         cancel=stop,
         ready=ready,
+        pool=pool,
     )
 
 

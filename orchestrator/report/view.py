@@ -21,13 +21,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import multiprocessing
-import os
 import shutil
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -36,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from threadpoolctl import threadpool_limits
 
 from orchestrator.report.problems import (
     SHOWN_AXES,
@@ -46,6 +42,7 @@ from orchestrator.report.problems import (
     pairs,
 )
 from orchestrator.report.sampletable import sample_table
+from orchestrator.report.viewpool import ViewCancelled, ViewPool, worker_gate
 from storage.integrity import setting_key_of
 from storage.rows import positions
 from storage.store import Store
@@ -247,7 +244,7 @@ def write_batch(
     store, or its URI (in a worker process). In a worker given a gate (`start_worker`), the
     batch is computed, then written once the gate opens."""
     store = Store(store) if isinstance(store, str) else store
-    gate = _WORKER_GATE
+    gate = worker_gate()
     executions = split_executions(read_executions(store, batch), batch)
     files = []
     for group, rows in zip(batch, executions, strict=True):
@@ -263,130 +260,14 @@ def write_batch(
     return sum("/p/" in relative for relative, _ in files)
 
 
-def exit_with_parent(parent: int, every_s: float = 0.5) -> None:
-    """A view worker's initializer: a thread that ends the worker once `parent` is gone (its
-    parent changes). A report stopped by SIGTERM or SIGKILL cannot stop its workers itself,
-    and they would go on writing the view into its folder."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-class ViewCancelled(Exception):
-    """The caller stopped the view (`write_view`'s `cancel`) before it was written."""
-
-
 def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise ViewCancelled("the problems view was stopped before it was written")
 
 
-@dataclass(frozen=True)
-class Gate:
-    """What the view's workers wait on before they write: `go`, set once the view's folder is
-    ready (after the report's options were checked), or `stop`. `report` starts its view's
-    workers before it checks its options, so that they compute their first batches on the core
-    the check leaves idle; nothing is written before `go`. Both are multiprocessing events of
-    the pool's context, given to each worker by its initializer (such events travel to a
-    process only as it starts)."""
-
-    go: Any  # multiprocessing.synchronize.Event
-    stop: Any
-
-    @staticmethod
-    def of(context: Any) -> Gate:
-        return Gate(context.Event(), context.Event())
-
-    def check(self) -> None:
-        """ViewCancelled once `stop` is set."""
-        if self.stop.is_set():
-            raise ViewCancelled("the problems view was stopped before it was written")
-
-    def wait(self, every_s: float = 0.1) -> None:
-        """Return once `go` is set; ViewCancelled once `stop` is."""
-        while not self.go.wait(every_s):
-            self.check()
-
-
-_WORKER_GATE: Gate | None = None  # a view worker's gate (`start_worker`)
-
-
 def _done(batch: Sequence[Group]) -> None:
     for group in batch:
         logger.info("problems view: %s (%d settings)", group.label, len(group.settings))
-
-
-MAX_VIEW_WORKERS = 4  # each peaked at 220-255 MB at 6,000-20,000 settings: a login node's 64
-# cores would take tens of GB for a view that 4 processes write in a few times 10 s
-
-
-def view_workers() -> int:
-    """The processes a command writes the view with: one per core this process may use, at
-    most MAX_VIEW_WORKERS (the batches of a 100-model store are independent, and the work is
-    Python and numpy in one thread each)."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(usable or 1, MAX_VIEW_WORKERS))
-
-
-def one_blas_thread() -> threadpool_limits:
-    """numpy's BLAS limited to one thread in this process, until the returned object's
-    `restore_original_limits` (or the end of its `with` block). numpy's OpenBLAS starts a
-    thread per core, and after each matrix product (the paired test projects a model's
-    settings onto 10,000 draws, a few milliseconds in one thread) its threads spin waiting for
-    more work: in the view's workers and in the report computed beside them, that spinning took
-    a quarter of the CPU time of `report` with html at 6,000 settings (docs/report.md, "At the
-    scale of a leaderboard study").
-
-    Call it while no other thread of this process may import an extension module: it walks the
-    loaded libraries under the dynamic loader's lock and runs Python code there, and a thread
-    that loads a library (an import) holds the GIL while it waits for that lock. `report` with
-    html, limited from the main thread while its view thread started the worker pool, hung
-    so."""
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def huge_pages(enabled: bool) -> bool:
-    """Whether numpy asks the kernel for transparent huge pages (madvise MADV_HUGEPAGE) for the
-    large arrays this process allocates from now on; returns the previous setting (numpy's
-    NUMPY_MADVISE_HUGEPAGE, read once at its import, changed in a running process).
-
-    A report and its view allocate and free short-lived temporaries of tens of MB (a model's
-    pairs against 10,000 draws), each touched once. With huge pages, each new array is backed
-    by fresh 2 MB pages: on this 2-core virtual machine the first touch of 100 MB took 0.73 s
-    that way and 0.12-0.14 s in 4 kB pages, which the kernel recycles from the memory just
-    freed; `report` with html at 6,000 settings spent 3.7-4.9 s of system time with them and
-    2.4-2.7 s without (docs/report.md, "At the scale of a leaderboard study")."""
-    return bool(np._core.multiarray._set_madvise_hugepage(enabled))
-
-
-@contextlib.contextmanager
-def small_pages() -> Iterator[None]:
-    """`huge_pages(False)` for the block, the previous setting back after it."""
-    before = huge_pages(False)
-    try:
-        yield
-    finally:
-        huge_pages(before)
-
-
-BEHIND_PARENT = 5  # the niceness a report's view workers take (`start_worker`)
-
-
-def start_worker(parent: int, gate: Gate | None = None, nice: int = 0) -> None:
-    """A view worker's initializer: one BLAS thread (`one_blas_thread`), small pages
-    (`huge_pages`), `exit_with_parent`, the gate its batches wait on before they write (`Gate`),
-    and `nice` added to its niceness."""
-    global _WORKER_GATE
-    one_blas_thread()
-    huge_pages(False)
-    exit_with_parent(parent)
-    _WORKER_GATE = gate
-    if nice:
-        os.nice(nice)
 
 
 def _prepare(root: Path) -> None:
@@ -412,6 +293,7 @@ def write_view(
     groups: Sequence[Group] | None = None,
     cancel: threading.Event | None = None,
     ready: threading.Event | None = None,
+    pool: ViewPool | None = None,
 ) -> ViewSummary:
     """Write the problems view of every generated setting of `store` into `out` (created).
     `report_link`: the report page relative to `out`, shown in the header (None: no link).
@@ -424,27 +306,24 @@ def write_view(
     their first batches meanwhile (`Gate`). A `cancel` set before it writes nothing. With
     `ready`, the workers run behind this process (niceness BEHIND_PARENT): a report's own work
     is one thread, which then keeps a core while the workers share the other, and they take
-    every cycle it leaves."""
+    every cycle it leaves. `pool`: the workers, started by the caller (`ViewPool`), who ends
+    them; `workers` is then its number."""
     options = options or PairOptions()
     root = Path(out)
     groups = list(view_groups(store) if groups is None else groups)
     files = 0
     todo = batches(groups, batch_settings)
-    workers = min(workers, len(todo))
+    workers = pool.workers if pool is not None else min(workers, len(todo))
     if workers > 1 and type(Store(store.uri).fs) is not type(store.fs):
         raise ValueError(
             f"the view's {workers} worker processes open the store by its URI {store.uri!r}, "
             f"which names another filesystem than the store's own: write it with workers=1"
         )
     if workers > 1:  # each batch in a process of its own, reading the store by its URI
-        context = multiprocessing.get_context("spawn")  # no fork of a process with threads
-        gate = Gate.of(context)
-        with ProcessPoolExecutor(
-            workers,
-            mp_context=context,
-            initializer=start_worker,
-            initargs=(os.getpid(), gate, BEHIND_PARENT if ready is not None else 0),
-        ) as pool:
+        with contextlib.ExitStack() as owned:
+            if pool is None:
+                pool = owned.enter_context(ViewPool(workers, behind=ready is not None))
+            gate, executor = pool.gate, pool.executor
             try:
                 # One batch per worker in flight, the next submitted as one finishes: a
                 # worker's Ctrl-C fails its batch only, and a queued batch would still be written.
@@ -452,7 +331,7 @@ def write_view(
                 running: dict[Future[int], list[Group]] = {}
                 while waiting and len(running) < workers:
                     batch = waiting.pop()
-                    running[pool.submit(write_batch, store.uri, root, batch, options)] = batch
+                    running[executor.submit(write_batch, store.uri, root, batch, options)] = batch
                 _wait_ready(ready, cancel)
                 _prepare(root)
                 gate.go.set()
@@ -460,7 +339,8 @@ def write_view(
                     _check(cancel)
                     while waiting and len(running) < workers:
                         batch = waiting.pop()
-                        running[pool.submit(write_batch, store.uri, root, batch, options)] = batch
+                        job = executor.submit(write_batch, store.uri, root, batch, options)
+                        running[job] = batch
                     finished, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
                     for job in finished:
                         files += job.result()  # a worker's failure (or Ctrl-C) raises here

@@ -3,16 +3,17 @@ orchestrator/cli/problems.py): where their BLAS is limited to one thread."""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 import numpy as np
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.report import view
+from orchestrator.report import view, viewpool
 from storage.store import Store
-from tests.fixtures_store import Spec, write_setting
-from tests.unit.orchestrator.report.test_view import blas_threads
+from tests.fixtures_store import Spec, write_grid_store, write_setting
+from tests.unit.orchestrator.report.test_viewpool import blas_threads
 
 
 @pytest.fixture
@@ -20,14 +21,14 @@ def limits(monkeypatch) -> list[int]:
     """The number of threads this process runs at each `one_blas_thread` call (it deadlocked
     with a thread that imports, so it must come before the view's thread starts)."""
     calls: list[int] = []
-    real = view.one_blas_thread
+    real = viewpool.one_blas_thread
 
     def recording():
         calls.append(threading.active_count())
         return real()
 
-    monkeypatch.setattr(view, "one_blas_thread", recording)
-    monkeypatch.setattr(view, "view_workers", lambda: 1)  # the view in this process
+    monkeypatch.setattr(viewpool, "one_blas_thread", recording)
+    monkeypatch.setattr(viewpool, "view_workers", lambda: 1)  # the view in this process
     return calls
 
 
@@ -58,7 +59,7 @@ def test_view_limits_blas_before_it_starts_a_thread(env, tmp_path, capsys, limit
 def test_report_and_view_compute_in_small_pages_and_restore_them(
     env, tmp_path, capsys, monkeypatch
 ):
-    """Huge pages off while a report is computed and its view written (`view.huge_pages`), the
+    """Huge pages off while a report is computed and its view written (`viewpool.huge_pages`), the
     process's setting back after."""
     from orchestrator.report import build
 
@@ -75,8 +76,8 @@ def test_report_and_view_compute_in_small_pages_and_restore_them(
 
     monkeypatch.setattr(build, "finish_report", recording("finish", build.finish_report))
     monkeypatch.setattr(view, "write_view", recording("view", view.write_view))
-    monkeypatch.setattr(view, "view_workers", lambda: 1)
-    before = view.huge_pages(True)
+    monkeypatch.setattr(viewpool, "view_workers", lambda: 1)
+    before = viewpool.huge_pages(True)
     try:
         out = tmp_path / "report"
         assert main(["report", "--store", str(root), "--format", "md,html", "--out", str(out)]) == 0
@@ -84,4 +85,39 @@ def test_report_and_view_compute_in_small_pages_and_restore_them(
         assert sorted(seen) == [("finish", False), ("view", False), ("view", False)]
         assert np._core.multiarray._get_madvise_hugepage()  # restored
     finally:
-        view.huge_pages(before)
+        viewpool.huge_pages(before)
+
+
+def test_a_reports_view_workers_start_before_it_reads_the_store(env, tmp_path, capsys, monkeypatch):
+    """`report` with html starts its view's workers (`ViewPool.start`) before it reads the
+    store's settings, and they write the view that `reprogrid view` writes in one process
+    (with a smaller bootstrap: the same numbers either way)."""
+    root = tmp_path / "store"
+    write_grid_store(str(root))
+    children: list[int] = []
+    real = view.view_groups
+
+    def recording(store):
+        children.append(len(multiprocessing.active_children()))
+        return real(store)
+
+    monkeypatch.setattr(view, "view_groups", recording)
+    monkeypatch.setattr(view, "BATCH_SETTINGS", 60)  # a batch per model: both workers write
+    monkeypatch.setattr(viewpool, "view_workers", lambda: 2)
+    out = tmp_path / "report"
+    args = ["--store", str(root), "--resamples", "50"]
+    assert main(["report", *args, "--format", "md,html", "--out", str(out)]) == 0
+    assert children == [2]
+    monkeypatch.setattr(viewpool, "view_workers", lambda: 1)
+    assert main(["view", *args, "--out", str(tmp_path / "alone")]) == 0
+    written, alone = _data_files(out / "problems"), _data_files(tmp_path / "alone")
+    assert len(written) > 4 and written == alone
+
+
+def _data_files(root) -> dict[str, bytes]:
+    """The view's data files but its index (which names when and from where it was written)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted((root / "data").rglob("*"))
+        if p.is_file() and p.name != "index.js"
+    }

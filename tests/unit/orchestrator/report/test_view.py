@@ -13,11 +13,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
-from threadpoolctl import threadpool_info
 
-from orchestrator.report import view
+from orchestrator.report import view, viewpool
 from orchestrator.report.problems import PairOptions
 from orchestrator.report.view import (
     EXECUTION_COLUMNS,
@@ -60,7 +58,7 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
     submitted: list[tuple] = []
     initializers = []
 
-    class Pool(view.ProcessPoolExecutor):
+    class Pool(viewpool.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
             initializers.append(kwargs["initializer"])  # one BLAS thread, exit with the parent
             super().__init__(*args, **kwargs)
@@ -69,7 +67,7 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
             submitted.append(args[:1])  # the store's URI: what a worker opens
             return super().submit(fn, *args, **kwargs)
 
-    monkeypatch.setattr(view, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(viewpool, "ProcessPoolExecutor", Pool)
     written = {}
     for workers in (1, 2):
         out = tmp_path / f"view-{workers}"
@@ -79,7 +77,7 @@ def test_worker_processes_write_the_same_files_as_one_process(tmp_path, monkeypa
         assert summary.n_settings == 120 and len(summary.groups) == 2
         written[workers] = _files(out)
     assert submitted == [(store.uri,), (store.uri,)]  # two batches, in worker processes
-    assert initializers == [view.start_worker]
+    assert initializers == [viewpool.start_worker]
     problem_files = [f for f in written[1] if "/p/" in f]
     assert len(problem_files) == summary.n_problem_files >= 2  # a file for each model at least
     assert written[1] == written[2]
@@ -108,7 +106,7 @@ def test_a_set_cancel_stops_the_view_before_a_batch(tmp_path, workers):
     write_grid_store(str(tmp_path / "store"))
     stop = threading.Event()
     stop.set()
-    with pytest.raises(view.ViewCancelled):
+    with pytest.raises(viewpool.ViewCancelled):
         write_view(
             Store(str(tmp_path / "store")),
             tmp_path / "view",
@@ -158,21 +156,21 @@ def test_a_reports_workers_run_behind_it(tmp_path, monkeypatch):
     write_grid_store(str(tmp_path / "store"))
     nice: list[int] = []
 
-    class Pool(view.ProcessPoolExecutor):
+    class Pool(viewpool.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
             nice.append(kwargs["initargs"][2])
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(view, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(viewpool, "ProcessPoolExecutor", Pool)
     store, options = Store(str(tmp_path / "store")), PairOptions(n_resamples=50)
     write_view(store, tmp_path / "a", options, workers=2, batch_settings=60)
     ready = threading.Event()
     ready.set()
     write_view(store, tmp_path / "b", options, workers=2, batch_settings=60, ready=ready)
-    assert nice == [0, view.BEHIND_PARENT] and view.BEHIND_PARENT > 0
+    assert nice == [0, viewpool.BEHIND_PARENT] and viewpool.BEHIND_PARENT > 0
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(), None, 3)
+        1, mp_context=context, initializer=viewpool.start_worker, initargs=(os.getpid(), None, 3)
     ) as pool:
         assert pool.submit(os.nice, 0).result() == os.nice(0) + 3
 
@@ -196,114 +194,9 @@ def test_a_cancel_before_ready_writes_nothing(tmp_path, workers):
         )
         time.sleep(0.5)
         cancel.set()
-        with pytest.raises(view.ViewCancelled):
+        with pytest.raises(viewpool.ViewCancelled):
             job.result(timeout=60)
     assert not out.exists()
-
-
-PARENT = """
-import multiprocessing, os, sys, time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from orchestrator.report.view import exit_with_parent
-
-if __name__ == "__main__":
-    pool = ProcessPoolExecutor(
-        1, mp_context=multiprocessing.get_context("spawn"),
-        initializer=exit_with_parent, initargs=(os.getpid(), 0.05),
-    )
-    print(pool.submit(os.getpid).result(), flush=True)
-    pool.submit(time.sleep, 60)
-    os._exit(0)  # as SIGKILL or SIGTERM would: no shutdown of the pool
-"""
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
-def test_a_view_worker_exits_when_its_parent_is_gone(tmp_path):
-    script = tmp_path / "parent.py"
-    script.write_text(PARENT)
-    root = Path(__file__).resolve().parents[4]
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
-    worker = int(done.stdout.split()[0])
-    deadline = time.monotonic() + 10
-    while _running(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _running(worker), f"worker {worker} still runs after its parent exited"
-
-
-def test_view_workers_are_the_usable_cores_at_most_four(monkeypatch):
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)), raising=False)
-    assert view.view_workers() == view.MAX_VIEW_WORKERS == 4
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3}, raising=False)
-    assert view.view_workers() == 1
-
-
-def blas_threads() -> list[int]:
-    """The thread count of each BLAS this process has loaded (numpy's, scipy's)."""
-    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
-
-
-one_core = pytest.mark.skipif(
-    len(os.sched_getaffinity(0)) < 2, reason="a BLAS on one core has one thread, whatever is asked"
-)
-
-
-@one_core
-def test_one_blas_thread_holds_for_its_block_only():
-    before = blas_threads()
-    assert before and max(before) > 1  # a thread per core, as numpy starts it
-    with view.one_blas_thread():
-        assert set(blas_threads()) == {1}
-    assert blas_threads() == before
-
-
-@one_core
-def test_a_view_worker_computes_with_one_blas_thread(monkeypatch):
-    # what a worker would start with otherwise (OpenBLAS takes at most a thread per core)
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as plain:
-        assert max(plain.submit(blas_threads).result()) == 2
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
-    ) as pool:
-        assert set(pool.submit(blas_threads).result()) == {1}
-
-
-def huge_pages_now() -> bool:
-    return bool(np._core.multiarray._get_madvise_hugepage())
-
-
-def test_small_pages_hold_for_their_block_and_a_view_worker_takes_them(monkeypatch):
-    before = view.huge_pages(True)
-    try:
-        with view.small_pages():
-            assert not huge_pages_now()
-        assert huge_pages_now()
-        assert view.huge_pages(False) is True and view.huge_pages(True) is False
-    finally:
-        view.huge_pages(before)
-    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # what a worker would start with
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as plain:
-        assert plain.submit(huge_pages_now).result() is True
-    with ProcessPoolExecutor(
-        1, mp_context=context, initializer=view.start_worker, initargs=(os.getpid(),)
-    ) as pool:
-        assert pool.submit(huge_pages_now).result() is False
 
 
 def test_a_batchs_executions_split_among_its_groups_in_the_order_read():
