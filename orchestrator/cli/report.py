@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.cli.common import add_store, existing_store
@@ -148,8 +148,9 @@ def _default_out(store: str) -> str:
 
 def cmd_report(args: argparse.Namespace) -> int:
     # What starts the view's workers first: they spawn and import (about 0.4 s each) on the
-    # core this process's own start leaves idle, while it imports pandas, reads the store's
-    # settings and checks the options; the report's renderers come after.
+    # core this process's own start leaves idle, and the first reads the view's groups, while
+    # this process imports pandas, reads the store's settings and checks the options; the
+    # report's renderers come after.
     from orchestrator.analysis.baseline import parse_baseline
     from orchestrator.report.formats import parse_formats
     from orchestrator.report.viewpool import ViewPool, one_blas_thread, small_pages, view_workers
@@ -167,7 +168,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         pool = owned.enter_context(ViewPool(workers, behind=True)).start() if workers > 1 else None
         background = owned.enter_context(ThreadPoolExecutor(1))  # ends before the pool does
         from orchestrator.report.data import ReportOptions
-        from orchestrator.report.view import VIEW_DIR, view_groups
+        from orchestrator.report.view import VIEW_DIR, groups_at, view_groups
         from storage.store import Store
 
         defaults = ReportOptions()
@@ -183,10 +184,12 @@ def cmd_report(args: argparse.Namespace) -> int:
             seed=args.seed if args.seed is not None else defaults.seed,
         )
         out = Path(args.out or _default_out(args.store))
-        if html:  # the report's setting keys link to their column in the view
-            groups = view_groups(Store(args.store))
-            shown = {str(s["setting_key"]) for g in groups for s in g.settings}
-            link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
+        groups: Future = Future()  # the view's groups (`view_groups`)
+        if html:
+            if pool is not None:
+                groups = pool.executor.submit(groups_at, Store(args.store).uri)
+            else:
+                groups.set_result(view_groups(Store(args.store)))
             # The view is written (by its processes) while this one computes and writes the
             # report. Its workers compute while the options are checked, on the core the check
             # leaves idle; they write nothing before `checked_ok`.
@@ -200,6 +203,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             checked = check_report(args.store, options)  # a bad option fails here, before any file
             checked_ok.set()
             data = finish_report(checked)
+            if html:  # the report's setting keys link to their column in the view
+                shown = {str(s["setting_key"]) for g in groups.result() for s in g.settings}
+                link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
             paths = write_report(data, out, formats, link)
             view = view_job.result() if view_job is not None else None
         except BaseException:  # Ctrl-C, or a failure: the view stops too, not after its work
@@ -223,7 +229,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_problems_view(store: str, out: Path, options, groups, stop, ready, pool):
+def _write_problems_view(store: str, out: Path, options, groups: Future, stop, ready, pool):
     from orchestrator.report.problems import PairOptions
     from orchestrator.report.view import VIEW_DIR, write_view
     from orchestrator.report.viewpool import view_workers
@@ -236,7 +242,7 @@ def _write_problems_view(store: str, out: Path, options, groups, stop, ready, po
         pairing,
         report_link="../report.html",
         workers=view_workers(),
-        groups=groups,
+        groups=groups.result(),
         cancel=stop,
         ready=ready,
         pool=pool,

@@ -137,6 +137,12 @@ def view_groups(store: Store) -> list[Group]:
     return groups_of(settings, {setting_key_of(k) for k in store.shards("generations")})
 
 
+def groups_at(uri: str) -> list[Group]:
+    """`view_groups` of the store at `uri` (in a view worker: `report` has its first worker
+    read them while its own process imports and checks, rather than have both workers wait)."""
+    return view_groups(Store(uri))
+
+
 def _json(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

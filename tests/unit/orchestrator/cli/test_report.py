@@ -89,29 +89,37 @@ def test_report_and_view_compute_in_small_pages_and_restore_them(
 
 
 def test_a_reports_view_workers_start_before_it_reads_the_store(env, tmp_path, capsys, monkeypatch):
-    """`report` with html starts its view's workers (`ViewPool.start`) before it reads the
-    store's settings, and they write the view that `reprogrid view` writes in one process
-    (with a smaller bootstrap: the same numbers either way)."""
+    """`report` with html starts its view's workers (`ViewPool.start`) before its own process
+    reads the store, the first of them reads the view's groups (`groups_at`), and they write
+    the view that `reprogrid view` writes in one process (with a smaller bootstrap: the same
+    numbers either way)."""
     root = tmp_path / "store"
     write_grid_store(str(root))
     children: list[int] = []
-    real = view.view_groups
+    real_read, real_groups = Store.read_table, view.view_groups
 
-    def recording(store):
+    def recording(self, *args, **kwargs):
         children.append(len(multiprocessing.active_children()))
-        return real(store)
+        return real_read(self, *args, **kwargs)
 
-    monkeypatch.setattr(view, "view_groups", recording)
+    def not_here(store):
+        raise AssertionError("the report's own process read the view's groups")
+
+    monkeypatch.setattr(Store, "read_table", recording)
+    monkeypatch.setattr(view, "view_groups", not_here)
     monkeypatch.setattr(view, "BATCH_SETTINGS", 60)  # a batch per model: both workers write
     monkeypatch.setattr(viewpool, "view_workers", lambda: 2)
     out = tmp_path / "report"
     args = ["--store", str(root), "--resamples", "50"]
     assert main(["report", *args, "--format", "md,html", "--out", str(out)]) == 0
-    assert children == [2]
+    assert children and children[0] == 2
+    monkeypatch.setattr(view, "view_groups", real_groups)
     monkeypatch.setattr(viewpool, "view_workers", lambda: 1)
     assert main(["view", *args, "--out", str(tmp_path / "alone")]) == 0
     written, alone = _data_files(out / "problems"), _data_files(tmp_path / "alone")
     assert len(written) > 4 and written == alone
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert html.count("problems/index.html#setting=") >= 120  # each setting's key links
 
 
 def _data_files(root) -> dict[str, bytes]:
