@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from storage.integrity import ShardDamaged, setting_key_of
+from storage.layout import TableView
 from storage.manifest import PackRecord
 from storage.packs import decode_members
 from storage.schema import TABLES
@@ -26,12 +27,16 @@ def read_table(
     table: str,
     keys: Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
+    within: TableView | None = None,
 ) -> pa.Table:
     """All readable shards of a table (optionally only those of `keys`: a setting's chunk
     shards `<key>~<chunk>` belong to its key; only `columns` if given), packs' members
     included, in shard-key order (a setting's whole shard, then its chunks in order). A
-    listed shard that is gone, unreadable or damaged by the time it is read is left out."""
-    view = store.view(table, keys=keys)
+    listed shard that is gone, unreadable or damaged by the time it is read is left out.
+    `within`: the table's view to read from (`Store.view`, of these keys at least)."""
+    if within is not None and within.table != table:
+        raise ValueError(f"a view of {within.table!r} given to read {table!r}")
+    view = within if within is not None else store.view(table, keys=keys)
     keyset = None if keys is None else set(keys)
     schema = TABLES[table]
     fields = schema if columns is None else pa.schema([schema.field(c) for c in columns])

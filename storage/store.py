@@ -405,12 +405,15 @@ class Store:
         table: str,
         keys: Sequence[str] | None = None,
         columns: Sequence[str] | None = None,
+        within: TableView | None = None,
     ) -> pa.Table:
         """All readable shards of a table (optionally only those of `keys`: a setting's chunk
         shards `<key>~<chunk>` belong to its key; only `columns` if given), packs' members
         included, in shard-key order (a setting's whole shard, then its chunks in order). A
-        listed shard that is gone, unreadable or damaged by the time it is read is left out."""
-        return rows.read_table(self, table, keys, columns)
+        listed shard that is gone, unreadable or damaged by the time it is read is left out.
+        `within`: the table's `view`, listed once for many reads of some of its keys (else
+        the table is listed for this read)."""
+        return rows.read_table(self, table, keys, columns, within)
 
     def map_items(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """`fn` over `items`, in order; on object stores on a few threads (a round trip each)."""

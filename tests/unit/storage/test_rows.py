@@ -4,6 +4,7 @@ the same rows, in the same order, as their loose shards did, and only those rows
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from storage.compact import PackPolicy, compact
 from storage.rows import members_only
@@ -83,3 +84,20 @@ def test_a_read_that_alternates_packs_at_every_member_takes_the_same_rows(tmp_pa
             order = taken.column("setting_key").to_pylist()
             assert order == sorted(order) and len(set(order)) > 4, table
             assert taken_by.pop() == taken.num_rows  # one take of every row, not slices
+
+
+def test_reads_within_a_view_listed_once_take_the_same_rows(tmp_path):
+    """Some keys' rows read within a view of more keys (listed once for several reads: the
+    problems view's batch) are the rows a read that lists the table itself takes; a view of
+    another table is refused."""
+    write_synthetic_store(str(tmp_path))
+    store = Store(str(tmp_path))
+    keys = sorted(store.read_table("scores").column("setting_key").to_pylist())
+    listed = store.view("generations", keys=keys[:6])
+    assert len(listed.loose) >= 6
+    for chosen in (keys[:2], keys[2:6], [keys[3]]):
+        alone = store.read_table("generations", chosen)
+        assert 0 < alone.num_rows < store.read_table("generations").num_rows
+        assert store.read_table("generations", chosen, within=listed).equals(alone)
+    with pytest.raises(ValueError, match="a view of 'generations' given to read 'executions'"):
+        store.read_table("executions", keys[:2], within=listed)
