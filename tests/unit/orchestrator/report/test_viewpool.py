@@ -120,3 +120,21 @@ def test_small_pages_hold_for_their_block_and_a_view_worker_takes_them(monkeypat
         1, mp_context=context, initializer=viewpool.start_worker, initargs=(os.getpid(),)
     ) as pool:
         assert pool.submit(huge_pages_now).result() is False
+
+
+def test_a_pool_started_ahead_runs_its_workers_and_its_block_ends_them():
+    """`ViewPool.start` starts every worker before any batch, each with the worker settings;
+    leaving the block stops the gate and ends them."""
+    others = {p.pid for p in multiprocessing.active_children()}  # another test's, if any
+    with viewpool.ViewPool(2, behind=True).start() as pool:
+        workers = [p for p in multiprocessing.active_children() if p.pid not in others]
+        assert len(workers) == 2 and all(w.is_alive() for w in workers)
+        pids = {pool.executor.submit(os.getpid).result() for _ in range(8)}
+        assert pids <= {w.pid for w in workers}
+        assert pool.executor.submit(huge_pages_now).result() is False
+        assert pool.executor.submit(os.nice, 0).result() == os.nice(0) + viewpool.BEHIND_PARENT
+        assert not pool.gate.stop.is_set()
+    assert pool.gate.stop.is_set()
+    for worker in workers:
+        worker.join(10)
+        assert not worker.is_alive()
