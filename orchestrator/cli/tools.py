@@ -4,6 +4,9 @@ driver (orchestrator/tools)."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+from pathlib import Path
 
 from orchestrator.cli.common import add_overrides as _add_overrides
 from orchestrator.cli.common import out as _out
@@ -132,7 +135,18 @@ def cmd_tiny_model(args) -> int:
 
     path = build_tiny_model(args.dir, seed=args.seed)
     _out(f"tiny model written to {path}")
+    _out(tiny_model_usage(path))
     return 0
+
+
+def tiny_model_usage(path: os.PathLike) -> str:
+    """How to run the folder: the `tiny` model entry with its repo_id pointed at it (an absolute
+    path, so the command works from any folder)."""
+    folder = shlex.quote(str(Path(path).resolve()))
+    return (
+        f"use it with the overrides model=tiny model.repo_id={folder}, e.g.\n"
+        f"  reprogrid run model=tiny model.repo_id={folder} store=STORE"
+    )
 
 
 def cmd_doctor(args) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -114,9 +115,18 @@ def test_status_of_an_empty_store(env, capsys, tmp_path):
     assert json.loads(out)["totals"] == {}
 
 
-def test_tiny_model_command_builds_a_loadable_folder(capsys, tmp_path):
-    code, out, _ = run_cli(["tiny-model", str(tmp_path / "tiny")], capsys)
+def test_tiny_model_command_builds_a_loadable_folder(env, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative folder: the usage names it absolute
+    code, out, _ = run_cli(["tiny-model", "tiny"], capsys)
     assert code == 0 and "tiny model written" in out
+    # it says how to use the folder, and those overrides point the tiny model at it
+    run = next(line for line in out.splitlines() if "reprogrid run" in line)
+    overrides = shlex.split(run.strip())[2:-1]
+    assert overrides == ["model=tiny", f"model.repo_id={(tmp_path / 'tiny').resolve()}"]
+    from orchestrator.run.config.load import load_run_config
+
+    models = load_run_config(overrides).models
+    assert [(m.name, m.repo_id) for m in models] == [("tiny", str((tmp_path / "tiny").resolve()))]
     config = json.loads((tmp_path / "tiny" / "config.json").read_text())
     assert config["head_dim"] == 32 and config["num_hidden_layers"] == 2
     assert (tmp_path / "tiny" / "model.safetensors").is_file()
