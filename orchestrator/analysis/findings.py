@@ -46,7 +46,7 @@ class Finding:
     scope: str
     group: str  # "all", "instruct"; "" for the store-wide sentences (noise, literature)
     topic: str  # an axis group (template, decoding, max_length, precision, int8, int4,
-    # backend), or "noise", "literature"
+    # backend), or "noise", "literature", "untested" (why no axis has a sentence)
     values: str  # the axis values the sentence is about, space-separated
     sentence: str
     counts: bool  # an effect that counts
@@ -203,6 +203,36 @@ def noise_finding(floors: Mapping[str, NoiseFloor]) -> Finding:
     )
     worst = max(f.noise_pp for f in floors.values())
     return Finding("", "", "noise", " ".join(floors), sentence, False, noise_pp=worst)
+
+
+def untested_finding(n_scored: int, pilots: Sequence[str], baseline: str) -> Finding:
+    """Why no axis has a sentence: the store holds no scored setting, or only pilots (`pilots`:
+    each scored pilot's subset, "20 of 164"), which take no part in the tests, or no model has
+    a pair of settings at the baseline (`baseline`: "template=own decoding=greedy ...")."""
+    if not n_scored:
+        sentence = "No axis tested: the store holds no complete setting with a score."
+    elif len(pilots) == n_scored:
+        subsets = ", ".join(sorted(set(pilots)))
+        which = (
+            "the one scored setting is a pilot"
+            if n_scored == 1
+            else f"all {n_scored} scored settings are pilots"
+        )
+        sentence = (
+            f"No axis tested: {which} (a subset of the problems: {subsets}), and pilots take "
+            "no part in the tests. Run the full set (the same grid without benchmark.limit and "
+            "benchmark.problems) to test each axis."
+        )
+    else:
+        sentence = (
+            f"No axis tested: no model has a baseline setting ({baseline}) and a setting that "
+            "changes one axis of it over the same problems; choose another baseline with "
+            "--baseline KEY=VALUE"
+        )
+        if pilots:
+            sentence += f" ({len(pilots)} pilot setting(s) take no part in the tests)"
+        sentence += "."
+    return Finding("", "", "untested", "", sentence, False)
 
 
 def literature_finding(n_values: int, n_reproduced: int, strength: Mapping[str, int]) -> Finding:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,6 @@ import pandas as pd
 
 from orchestrator.report import wording
 from orchestrator.report.records import records
-from workers.card import BenchmarkCard
 
 if TYPE_CHECKING:
     from orchestrator.report.data import ReportData, ReportTable
@@ -379,11 +378,26 @@ def title(name: str) -> str:
     return TABLES.get(name, (name, ""))[0]
 
 
-def phrases(cards: Sequence[BenchmarkCard]) -> dict[str, str]:
-    """The card-driven words the descriptions are written with (report/wording.py)."""
+def scored_problems(data: ReportData) -> dict[str, list[int]]:
+    """Per benchmark, the numbers of problems the grid's scored settings hold (none without a
+    grid table)."""
+    grid = next((t.frame for t in data.tables if t.name == "grid"), None)
+    if grid is None or grid.empty:
+        return {}
+    scored = grid[grid["score_pct"].notna() & grid["n_problems"].notna()]
+    out: dict[str, list[int]] = {}
+    for benchmark, n in zip(scored["benchmark"], scored["n_problems"], strict=True):
+        out.setdefault(str(benchmark), []).append(int(n))
+    return out
+
+
+def phrases(data: ReportData) -> dict[str, str]:
+    """The card-driven words the descriptions are written with (report/wording.py), the scale
+    in the problems the store's settings hold."""
+    cards = data.cards
     return {
         "metric": wording.metric(cards),
-        "scale": wording.scale(cards),
+        "scale": wording.scale(cards, scored_problems(data)),
         "reproduced": wording.reproduced(cards),
         "near": wording.near(cards),
         "matching": wording.matching(cards),
@@ -392,7 +406,7 @@ def phrases(cards: Sequence[BenchmarkCard]) -> dict[str, str]:
 
 
 def description(data: ReportData, name: str) -> str:
-    text = TABLES.get(name, (name, ""))[1].format(**phrases(data.cards))
+    text = TABLES.get(name, (name, ""))[1].format(**phrases(data))
     if name == "effects":
         base = ", ".join(f"{k}={v}" for k, v in data.options["baseline"].items())
         text = f"Baseline: {base}. {text}"

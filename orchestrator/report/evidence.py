@@ -20,8 +20,10 @@ from orchestrator.analysis.findings import (
     axis_findings,
     literature_finding,
     noise_finding,
+    untested_finding,
 )
 from orchestrator.analysis.intervals import ProblemCounts
+from orchestrator.analysis.multiplicity import FamilyKind
 from orchestrator.analysis.noise import noise_floors
 from orchestrator.analysis.outcomes import ProblemOutcomes, best_of_outcomes, outcomes_of_counts
 from orchestrator.report.data import ReportOptions, ReportTable
@@ -130,6 +132,16 @@ def _literature(answers: pd.DataFrame) -> list[Finding]:
     return [literature_finding(len(answers), len(reproduced), strength)]
 
 
+def _untested(grid: pd.DataFrame, baseline: Mapping[str, Any]) -> Finding:
+    """Why no axis was tested, from the grid's scored settings and its pilots."""
+    scored = grid[grid["exact"].notna()] if len(grid) else grid
+    labels = [str(s) for s in scored["subset"] if s] if len(scored) else []
+    # grid.subset_label's "subset (20 of 164)": the sentence says "a subset of the problems"
+    pilots = [p.removeprefix("subset (").removesuffix(")") for p in labels]
+    base = " ".join(f"{k}={v}" for k, v in baseline.items())
+    return untested_finding(len(scored), pilots, base)
+
+
 def evidence_tables(
     store: Store,
     grid: pd.DataFrame,
@@ -146,11 +158,15 @@ def evidence_tables(
         rows, outcomes, options.baseline, {b: f.noise_pp for b, f in floors.items()}, evidence
     )
     findings = axis_findings(comparisons, _metrics(grid))
-    findings += [*_literature(answers), noise_finding(floors)]
     no_tests = (
         "No model has a baseline setting and a setting that changes one axis of it over the same "
         "problems: nothing to test."
     )
+    if not any(c.kind is FamilyKind.AXIS_EFFECTS for c in comparisons):
+        untested = _untested(grid, options.baseline)
+        findings.append(untested)  # where the axes' sentences would be: why there are none
+        no_tests = untested.sentence
+    findings += [*_literature(answers), noise_finding(floors)]
     tables = [
         ReportTable(
             "findings",

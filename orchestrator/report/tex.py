@@ -238,7 +238,7 @@ FIT = r"""\newsavebox{\reprogridbox}
 
 
 def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) -> list[str]:
-    text = entry.description.format(**phrases(data.cards))
+    text = entry.description.format(**phrases(data))
     if entry.table in INTERVAL_TABLES:
         text += " " + interval_note(data)
     path = f"{SNIPPET_DIR}/{entry.file}"

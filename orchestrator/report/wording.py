@@ -9,7 +9,7 @@ report branches on a card's match rule, never on a benchmark's name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from workers.card import BenchmarkCard, MatchRule
 
@@ -79,9 +79,25 @@ def matching(cards: Sequence[BenchmarkCard]) -> str:
     return _each(cards, _matching) if cards else "-"
 
 
-def scale(cards: Sequence[BenchmarkCard]) -> str:
-    """ "percent of 164 problems"; several: each card's."""
-    return _each(cards, lambda c: c.scale) if cards else "percent"
+def _scale(card: BenchmarkCard, scored: Sequence[int]) -> str:
+    counts = sorted(set(scored))
+    if not counts or counts == [card.n_problems]:
+        return card.scale
+    total = f"the benchmark's {card.n_problems}"
+    if len(counts) == 1:
+        subset = f", a subset of {total}" if counts[0] < card.n_problems else ""
+        return f"percent of {counts[0]} {card.unit}s{subset}"
+    numbers = ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+    return f"percent of each setting's {card.unit}s: {numbers} of {total}"
+
+
+def scale(cards: Sequence[BenchmarkCard], scored: Mapping[str, Sequence[int]]) -> str:
+    """ "percent of 164 problems"; several: each card's. `scored`: benchmark -> the numbers of
+    problems its scored settings hold, which the scale names when they are not the card's (a
+    store of 20-problem pilots is in percent of 20 problems, not of 164)."""
+    if not cards:
+        return "percent"
+    return _each(cards, lambda c: _scale(c, scored.get(c.benchmark, ())))
 
 
 def headline(cards: Sequence[BenchmarkCard]) -> str:
