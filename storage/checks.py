@@ -8,7 +8,7 @@ maps to its setting by `setting_key_of`, and a pack's check covers each of its m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -226,17 +226,24 @@ def _keys_match(table: str, members: Sequence[Member], rows: pa.Table) -> bool:
 
 
 def scan_table(
-    store: Store, table: str, depth: Depth = Depth.SEAL, manifest: Manifest | None = None
+    store: Store,
+    table: str,
+    depth: Depth = Depth.SEAL,
+    manifest: Manifest | None = None,
+    keys: Collection[str] | None = None,
 ) -> tuple[FileCheck, ...]:
     """Check every file of a table folder (on threads for object stores): loose shards, the
     packs the manifest names (and those it names that are missing), leftovers of a compaction
-    cut short, foreign and temporary files."""
+    cut short, foreign and temporary files. `keys`: only the files holding rows of these
+    settings (a pack: one of its members; what a command reading a few settings reads)."""
     current = manifest if manifest is not None else store.readable_manifest()
     files = store.files(table)
     view = store.view(table, current)  # packs without a manifest: their own lists
     leftovers = {f.name for f, _ in view.leftovers}
     packs = {p.file.name: p for p in view.packs}
     recorded = current.files.get(table, {})
+    if keys is not None:
+        files = [f for f in files if _holds(f, keys, packs.get(f.name))]
 
     def one(file: StoredFile) -> FileCheck | None:
         if file.name in leftovers:
@@ -263,6 +270,8 @@ def scan_table(
 
     checks = [c for c in store.map_items(one, files) if c is not None]
     for record in view.missing:
+        if keys is not None and not any(_setting_of(table, m.key) in keys for m in record.members):
+            continue
         members = tuple((m.key, _setting_of(table, m.key), m.rows) for m in record.members)
         path = f"{store.table_dir(table)}/{record.file}"
         checks.append(
@@ -276,6 +285,16 @@ def scan_table(
             )
         )
     return tuple(checks)
+
+
+def _holds(file: StoredFile, keys: Collection[str], pack: LivePack | None) -> bool:
+    """Whether `file` holds rows of one of the settings `keys` (runs shards hold none)."""
+    if pack is not None:
+        return any(_setting_of(file.table, m.key) in keys for m in pack.record.members)
+    stem = file.name.removesuffix(".parquet")
+    if file.table in RUN_TABLES or not is_shard_key(stem):
+        return False
+    return setting_key_of(stem) in keys
 
 
 def trusted_settings(checks: Iterable[FileCheck]) -> set[str]:

@@ -23,3 +23,9 @@ class StoreLocked(StoreError):
 class NotLockHolder(StoreError):
     """A write that only the holder of the writer lock may do (quarantine) was asked of a Store
     that does not hold it."""
+
+
+class StoreDamaged(StoreError):
+    """Files a command would read fail their checks (`storage.damage` finds and names them);
+    the command line exits 1 (not 2: the input is fine, the store is not). Here rather than in
+    storage.damage so that the command line catches it without importing the checks."""
