@@ -378,7 +378,7 @@ def test_the_slurm_script_is_valid_bash():
     text = script.read_text()
     assert re.search(r"^#SBATCH --gpus-per-node=\d+", text, re.M)
     assert "ray start --head --block" in text and "ray start --block --address" in text
-    assert 'reprogrid run cluster=ray cluster.address="$address" "$@"' in text
+    assert 'reprogrid run cluster=ray cluster.address="$address"' in text
     assert "ray stop" not in text  # the job's steps are stopped by their own handles
 
 
