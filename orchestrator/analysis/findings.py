@@ -20,6 +20,7 @@ Quantization is its own axis in these sentences, as in the study: int8 and int4 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -70,8 +71,39 @@ def topic_of(axis: str, value: str) -> str:
     return axis
 
 
-def format_p(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+def p_floor(n_resamples: int) -> float:
+    """The smallest two-sided p a resampled sign-flip test gives: each one-sided tail counts
+    the observed sum as one of n_resamples + 1 (analysis/paired.py's +1 correction), so a test
+    no resample matched reads 2 / (n_resamples + 1), however small its exact p."""
+    return min(1.0, 2 / (n_resamples + 1))
+
+
+def at_floor(p: float, exhaustive: bool, n_resamples: int) -> bool:
+    """Whether a p is a resampled one at its floor, where it says only that the p is below it
+    (an exact McNemar or an exhaustive sign-flip p has no floor)."""
+    return not exhaustive and p <= p_floor(n_resamples) * (1 + 1e-9)
+
+
+def _round_up(x: float, digits: int = 2) -> str:
+    """`x` rounded up to `digits` significant digits, so that a bound stays a bound."""
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return f"{math.ceil(round(x / step, 9)) * step:.{digits}g}"
+
+
+def p_text(p: float, exhaustive: bool, n_resamples: int) -> str:
+    """ "p = 0.0123" (4 significant digits), or "p < 0.0002" for a resampled p at its floor:
+    the floor, rounded up, as the bound it is (a 67:0 split's exact p is about 1e-20)."""
+    if at_floor(p, exhaustive, n_resamples):
+        return f"p < {_round_up(p)}"
+    return f"p = {p:.4g}"
+
+
+def format_p(p: float, bound: bool = False) -> str:
+    """An adjusted p in a sentence: "= 0.012", "< 0.001"; `bound`: the p is an upper bound (its
+    test's resampled p is at its floor), "< 0.0024"."""
+    if p < 0.001:
+        return "< 0.001"
+    return f"< {_round_up(p)}" if bound else f"= {p:.3f}"
 
 
 def _subject(c: Comparison) -> str:
@@ -91,7 +123,8 @@ def _evidence(c: Comparison) -> str:
     models = f"{c.n_models} model{'s' if c.n_models != 1 else ''}"
     return (
         f"{t.confidence:.0%} CI {t.ci_low_pp:.1f} to {t.ci_high_pp:.1f}; "
-        f"{c.kind.adjustment.value}-adjusted p {format_p(c.p_adjusted)}; "
+        f"{c.kind.adjustment.value}-adjusted p "
+        f"{format_p(c.p_adjusted, at_floor(t.p_value, t.exhaustive, t.n_resamples))}; "
         f"{models}, {c.n_problem_pairs:,} problem pairs"
     )
 

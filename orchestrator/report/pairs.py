@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.analysis.baseline import ANY, DEFAULT_BASELINE
+from orchestrator.analysis.findings import p_text
 from orchestrator.analysis.intervals import ProblemCounts
 from orchestrator.analysis.noise import noise_floors
 from orchestrator.analysis.paired import (
@@ -230,7 +231,7 @@ def render_compare(data: Mapping[str, Any]) -> str:
         f"delta (B - A) {t['delta_pp']:+.2f} points, {t['confidence']:.0%} CI "
         f"{t['ci_low_pp']:+.2f} to {t['ci_high_pp']:+.2f} (percentile bootstrap over problems, "
         f"{t['n_resamples']} resamples, seed {t['seed']})",
-        f"{t['method']} p = {t['p_value']:.4g}"
+        f"{t['method']} {p_text(t['p_value'], t['exhaustive'], t['n_resamples'])}"
         + (" (exhaustive)" if t["exhaustive"] and t["method"] != "exact McNemar" else "")
         + f"; detectable at 80% power: {t['mdd_pp']:.2f} points",
         "noise floor: "

@@ -10,9 +10,16 @@ import pytest
 
 from orchestrator.analysis.baseline import DEFAULT_BASELINE
 from orchestrator.analysis.evidence import EvidenceOptions, compare_grid
-from orchestrator.analysis.findings import axis_findings, literature_finding, noise_finding
+from orchestrator.analysis.findings import (
+    axis_findings,
+    format_p,
+    literature_finding,
+    noise_finding,
+    p_text,
+)
 from orchestrator.analysis.noise import noise_floors
 from orchestrator.analysis.outcomes import ProblemOutcomes
+from orchestrator.analysis.paired import compare_paired
 
 N = 164
 R = 2_000
@@ -208,3 +215,40 @@ def test_settings_over_other_problems_are_another_scope_and_pilots_stay_out():
     comparisons = compare_grid(rows, outcomes, DEFAULT_BASELINE, None, EvidenceOptions(100))
     assert {len(c.scope.task_ids) for c in comparisons} == {N}
     assert all(key not in c.b_keys for c in comparisons)
+
+
+def test_a_resampled_p_at_its_floor_reads_as_a_bound_and_an_exact_p_as_itself():
+    # InfiBench's 67:0 split: per-problem scores (the sign-flip test) that differ on 67
+    # problems, all one way: 2^67 sign patterns, so resampled, and no resample is as extreme
+    a, b = np.zeros(100), np.zeros(100)
+    b[:67] = 0.5
+    test = compare_paired(a, b, n_resamples=10_000)
+    assert not test.exhaustive and test.p_value == pytest.approx(2 / 10_001)
+    assert p_text(test.p_value, test.exhaustive, test.n_resamples) == "p < 0.0002"
+    # one sample per problem: the exact McNemar p, which has no floor
+    mcnemar = compare_paired(np.zeros(100, bool), b > 0, n_resamples=10_000)
+    assert mcnemar.p_value == pytest.approx(2 / 2**67)
+    assert p_text(mcnemar.p_value, mcnemar.exhaustive, 10_000) == "p = 1.355e-20"
+    # three problems differ: every sign pattern enumerated, an exact p of 2/8
+    few = compare_paired(a, np.r_[np.full(3, 0.5), np.zeros(97)], n_resamples=10_000)
+    assert few.exhaustive and p_text(few.p_value, few.exhaustive, 10_000) == "p = 0.25"
+    # the bound is rounded up, never down: 2/201 = 0.00995 reads "< 0.01"
+    assert p_text(2 / 201, False, 200) == "p < 0.01" and p_text(2 / 301, False, 300) == "p < 0.0067"
+
+
+def test_a_finding_whose_test_is_at_its_floor_says_its_adjusted_p_is_below_it():
+    passed = np.ones(N, bool)
+    dropped = passed.copy()
+    dropped[:67] = False  # both models lose 67 problems at int4: pooled, a sign-flip test
+    rows, outcomes = grid(
+        {
+            "m1": ("base", {"bf16": passed, "int4": dropped}),
+            "m2": ("base", {"bf16": passed, "int4": dropped}),
+        }
+    )
+    comparisons = compare_grid(rows, outcomes, DEFAULT_BASELINE, None, EvidenceOptions(200))
+    [effect] = [c for c in comparisons if c.family == "axis effects, all models"]
+    assert not effect.test.exhaustive and effect.p_adjusted == pytest.approx(2 / 201)
+    [finding] = axis_findings(comparisons, {"humanevalfix": "pass@1"})
+    assert "Holm-adjusted p < 0.01; 2 models" in finding.sentence
+    assert format_p(0.0123) == "= 0.012" and format_p(0.0005, bound=True) == "< 0.001"

@@ -118,3 +118,19 @@ def test_settings_over_other_problems_or_another_variant_cannot_be_paired(tmp_pa
     )
     code, _, err = run(capsys, "--store", store.uri, full, docs)
     assert code == 2 and "the settings differ in variant (tests vs docs)" in err
+
+
+def test_a_resampled_p_at_its_floor_prints_as_a_bound(tmp_path, capsys):
+    """Five samples per problem (the sign-flip test): B passes on nearly every problem, A on
+    none, so no resample is as extreme and the p is its floor 2/(400 + 1), below which the
+    exact p lies: "p < 0.005", not "p = 0.004988"."""
+    store = Store(str(tmp_path / "store"))
+    a = write_setting(store, Spec(INST, "own", "t0.8", 2048, "bf16", 0, n_samples=5))
+    b = write_setting(store, Spec(INST, "own", "t0.8", 2048, "fp16", 600, n_samples=5))
+    args = ["--store", store.uri, a, b, "--resamples", str(RESAMPLES)]
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert "sign-flip permutation p < 0.005;" in out and "p = " not in out
+    code, out, _ = run(capsys, *args, "--json")
+    test = json.loads(out)["test"]
+    assert test["p_value"] == pytest.approx(2 / (RESAMPLES + 1)) and not test["exhaustive"]
