@@ -4,8 +4,8 @@ setting's axes, score and interval read from the grid; for a value no count k/(p
 samples) gives, a note that says so (`obtainability_note`, shown under the row); for a value
 matched by its spread, how it was judged (`match_note`); and beside the verdict how much it
 proves (orchestrator.analysis.coincidence), for values matched by their exact count: the
-coincidence rate of the value among the settings of the verdict's pool, in words, and the
-settings whose interval contains the value.
+coincidence rate of the value among the settings of the verdict's pool (within 5 points of the
+value), in words, and the settings whose interval contains the value.
 """
 
 from __future__ import annotations
@@ -50,15 +50,19 @@ def _pool(a: Answer, scores: Sequence[SettingScore]) -> list[SettingScore]:
 
 
 def _evidence(
-    a: Answer, scores: Sequence[SettingScore], grid_rows: Mapping[str, Mapping[str, Any]]
+    a: Answer,
+    scores: Sequence[SettingScore],
+    grid_rows: Mapping[str, Mapping[str, Any]],
+    denominator: int,
 ) -> dict[str, Any]:
-    """How much the verdict proves: the coincidence rate of the value among the pool's
-    settings, in words, and the settings whose interval contains it."""
+    """How much the verdict proves: the coincidence rate of the value (a count
+    k/`denominator`) among the pool's settings, in words, and the settings whose interval
+    contains it."""
     pool = _pool(a, scores)
     if not pool:
         return {}
     value = a.match.row.score_text
-    rate = coincidence(value, [s.score for s in pool])
+    rate = coincidence(value, [s.score for s in pool], denominator)
     inside = [
         s.label
         for s in pool
@@ -125,7 +129,7 @@ def _record(
             mine = a.setting.spread(m.spread.group_size)
             record["match_note"] = spread_note(m.spread, mine, confidence)
     if count is not None:  # the coincidence rate is of values matched by their exact count
-        record.update(_evidence(a, scores, grid_rows))
+        record.update(_evidence(a, scores, grid_rows, count.denominator))
     return record
 
 

@@ -37,9 +37,10 @@ TABLES: dict[str, tuple[str, str]] = {
         "setting is the one that best explains the value (the reproducing setting "
         "closest to it, else the closest setting), with its score, interval and gap "
         "(setting minus reported, percentage points). Beside the verdict, how much it "
-        "proves: the coincidence rate (the share of values printed with the same decimals in "
-        "the model's measured range that some setting would also reproduce: at most 20% is "
-        "strong evidence, under 50% moderate, else weak) and the settings whose interval "
+        "proves: the coincidence rate (the share of the values a count could print with the "
+        "same decimals within 5 points of it that some setting of the model would also "
+        "reproduce: at most 20% is strong evidence, under 50% moderate, else weak) and the "
+        "settings whose interval "
         "contains the value (n_in_interval).",
     ),
     "findings": (
