@@ -7,7 +7,9 @@ does not name takes the baseline's value, `KEY=*` frees it, and `--where KEY=VAL
 filter to both sides. So `template=own template=instruct --where model=M` compares model M's
 baseline with the same setting under the harness's instruct template. A selection must name
 exactly one complete setting; otherwise the error lists the candidates and what tells them
-apart. Both sides must be settings of the same benchmark, variant and problems.
+apart, or for none: a value the store lacks with a did-you-mean, or the baseline's value that
+no candidate has, named as the baseline's with how to free it (`precision=*`). Both sides must
+be settings of the same benchmark, variant and problems.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from orchestrator.report.data import ReportOptions
 from orchestrator.report.evidence import setting_outcomes
 from orchestrator.report.grid import grid_frame, read_frame, setting_label
 from orchestrator.report.records import records
+from storage.damage import StoreDamage, damaged_error
 from storage.store import Store
 
 # selection key -> grid column
@@ -88,8 +91,78 @@ def _matches(row: Mapping[str, Any], column: str, value: str) -> bool:
     return str(cell) == value
 
 
+NAMES = {c: k for k, c in SELECT.items()}  # grid column -> selection key
+
+
+def _shown(filters: Mapping[str, str]) -> str:
+    return " ".join(f"{NAMES[c]}={v}" for c, v in filters.items())
+
+
+def _values(rows: Sequence[Mapping[str, Any]], column: str) -> list[str]:
+    """What a selection key can name: the column's values (a template: its kind or name)."""
+    found = {str(r.get(column)) for r in rows}
+    if column == "template_kind":
+        found |= {str(r.get("template")) for r in rows}
+    return sorted(found - {"None", "nan"})
+
+
+def _unknown_value(rows: Sequence[Mapping[str, Any]], typed: Mapping[str, str]) -> str | None:
+    """A typed value no complete setting has: the error, with a did-you-mean."""
+    for column, value in typed.items():
+        values = _values(rows, column)
+        if value in values:
+            continue
+        close = difflib.get_close_matches(value, values, n=1)
+        hint = f" Did you mean: {NAMES[column]}={close[0]}?" if close else ""
+        return (
+            f"No complete setting has {NAMES[column]} {value!r}.{hint} Values in the store: "
+            f"{', '.join(values) or 'none'}"
+        )
+    return None
+
+
+def _baseline_note(defaults: Mapping[str, str]) -> str:
+    """What the error says of the values the user did not type."""
+    if not defaults:
+        return ""
+    return (
+        f" at the effects baseline's {_shown(defaults)} (an axis a selection does not name "
+        "takes the baseline's value; KEY=* frees it)"
+    )
+
+
+def _no_setting(
+    rows: Sequence[Mapping[str, Any]], typed: Mapping[str, str], defaults: Mapping[str, str]
+) -> CompareError:
+    """Why no complete setting matches: a typed value the store lacks (did-you-mean), typed
+    values that never meet, or the baseline's values, which the message names as such."""
+    unknown = _unknown_value(rows, typed)
+    if unknown is not None:
+        return CompareError(unknown)
+    mine = [r for r in rows if all(_matches(r, c, v) for c, v in typed.items())]
+    if not mine:
+        return CompareError(
+            f"no complete setting has {_shown(typed)} (each value is in the store, never together)"
+        )
+    blocking = {c: v for c, v in defaults.items() if not any(_matches(r, c, v) for r in mine)}
+    those = f"the settings with {_shown(typed)}" if typed else "the store's settings"
+    if not blocking:
+        return CompareError(
+            f"no complete setting has {_shown(typed)}{_baseline_note(defaults)}: {those} "
+            "match each of those values, never all together; free one with KEY=*"
+        )
+    column, value = next(iter(blocking.items()))
+    key, held = NAMES[column], _values(mine, column)
+    return CompareError(
+        f"no complete setting has {_shown(typed)}{_baseline_note(defaults)}: {those} have "
+        f"{key} {', '.join(held)}, not the baseline's {value}; name one ({key}={held[0]}) or "
+        f"free it ({key}=*)"
+    )
+
+
 def select(grid: pd.DataFrame, text: str, where: Mapping[str, str]) -> dict[str, Any]:
-    """The one grid row a side names (see the module docstring)."""
+    """The one grid row a side names (see the module docstring). An error names the values
+    the user typed, and the baseline's as the baseline's, with how to free them."""
     rows = records(grid) if len(grid) else []
     if _is_key(text):
         hits = [r for r in rows if r["setting_key"].startswith(text.lower())]
@@ -97,23 +170,23 @@ def select(grid: pd.DataFrame, text: str, where: Mapping[str, str]) -> dict[str,
             return hits[0]
         what = "matches no complete setting" if not hits else f"is ambiguous ({len(hits)} settings)"
         raise CompareError(f"setting {text!r} {what}")
-    filters = {**where, **parse_filters([text])}
-    for axis, value in DEFAULT_BASELINE.items():
-        filters.setdefault(SELECT[axis], str(value))
-    filters = {c: v for c, v in filters.items() if v != ANY}
+    named = {**where, **parse_filters([text])}
+    defaults = {SELECT[a]: str(v) for a, v in DEFAULT_BASELINE.items() if SELECT[a] not in named}
+    typed = {c: v for c, v in named.items() if v != ANY}
+    filters = {**typed, **defaults}
     hits = [r for r in rows if all(_matches(r, c, v) for c, v in filters.items())]
     if len(hits) == 1:
         return hits[0]
-    names = {c: k for k, c in SELECT.items()}
-    shown = " ".join(f"{names[c]}={v}" for c, v in filters.items())
     if not hits:
-        raise CompareError(f"no complete setting has {shown}")
+        raise _no_setting(rows, typed, defaults)
     varying = [c for c in TELLS_APART if len({str(r[c]) for r in hits}) > 1]
     listed = "; ".join(
-        f"{r['setting_key'][:12]} " + " ".join(f"{c}={r[c]}" for c in varying) for r in hits[:8]
+        f"{r['setting_key'][:12]} " + " ".join(f"{NAMES.get(c, c)}={r[c]}" for c in varying)
+        for r in hits[:8]
     )
     raise CompareError(
-        f"{len(hits)} settings have {shown}: name one with "
+        f"{len(hits)} settings have {_shown(typed) or 'no value named'}"
+        f"{_baseline_note(defaults)}: name one with "
         f"{', '.join(k for k, c in SELECT.items() if c in varying)} ({listed})"
     )
 
@@ -155,12 +228,22 @@ def compare_settings(
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
+    damage: StoreDamage | None = None,
 ) -> dict[str, Any]:
-    """The paired test of B against A (B minus A) on the problems both hold."""
+    """The paired test of B against A (B minus A) on the problems both hold. `damage`: the
+    store's damaged files (`--skip-damaged`): their settings are left out, and named; a side
+    that names one by its key is refused (StoreDamaged)."""
     store = Store(store_uri)
-    options = ReportOptions(n_resamples=n_resamples, confidence=confidence, seed=seed)
+    options = ReportOptions(
+        n_resamples=n_resamples, confidence=confidence, seed=seed, damage=damage
+    )
+    named = [side.lower() for side in (a, b) if _is_key(side)]
+    if damage is not None and any(k.startswith(n) for n in named for k in damage.settings):
+        raise damaged_error(damage, skippable=False)  # a side named by key is not left out
     counts: dict[str, ProblemCounts] = {}
-    grid = grid_frame(store, read_frame(store, "settings"), options, counts)
+    grid = grid_frame(
+        store, options.without_damaged(read_frame(store, "settings")), options, counts
+    )
     filters = parse_filters(where)
     ra, rb = select(grid, a, filters), select(grid, b, filters)
     if ra["setting_key"] == rb["setting_key"]:
@@ -199,6 +282,7 @@ def compare_settings(
         "noise_pp": noise,
         "significant": test.p_value < 0.05,
         "counts": test.p_value < 0.05 and (noise is None or abs(test.delta_pp) > noise),
+        "left_out": list(options.left_out()),
     }
 
 
@@ -241,5 +325,6 @@ def render_compare(data: Mapping[str, Any]) -> str:
             else "no re-generation noise measured"
         ),
         f"verdict: {verdict}",
+        *(f"note: {line}" for line in data.get("left_out", ())),
     ]
     return "\n".join(lines)

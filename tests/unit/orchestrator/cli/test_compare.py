@@ -97,12 +97,13 @@ def test_errors_name_the_bad_value_and_the_choices(grid_store, capsys):
     root, specs = grid_store
     code, _, err = run(capsys, "--store", root, "template=own", "template=instruct")
     assert code == 2
-    assert "2 settings have template=own decoding=greedy max_length=2048 precision=bf16" in err
+    assert "2 settings have template=own at the effects baseline's decoding=greedy" in err
     assert "name one with model" in err and BASE in err and INST in err
     code, _, err = run(capsys, "--store", root, "templte=own", "template=own")
     assert "Unknown selection key 'templte'. Did you mean: template?" in err
     code, _, err = run(capsys, "--store", root, "precision=int3", "precision=int4")
-    assert code == 2 and "no complete setting has" in err
+    assert code == 2
+    assert "No complete setting has precision 'int3'. Did you mean: precision=int" in err
     code, _, err = run(capsys, "--store", root, "ffff", "0000")
     assert code == 2 and "setting 'ffff' matches no complete setting" in err
 
@@ -134,3 +135,49 @@ def test_a_resampled_p_at_its_floor_prints_as_a_bound(tmp_path, capsys):
     code, out, _ = run(capsys, *args, "--json")
     test = json.loads(out)["test"]
     assert test["p_value"] == pytest.approx(2 / (RESAMPLES + 1)) and not test["exhaustive"]
+
+
+def test_a_typo_in_any_value_gets_a_did_you_mean(grid_store, capsys):
+    root, _ = grid_store
+    code, _, err = run(capsys, "--store", root, "template=owm,precision=fp32", "template=own")
+    assert code == 2
+    assert "No complete setting has template 'owm'. Did you mean: template=own?" in err
+    assert "Values in the store: deepseek, instruct, own" in err
+    code, _, err = run(
+        capsys, "--store", root, "template=own", "x=1", "--where", "model=deepseekcoder-1.3b-bse"
+    )
+    assert code == 2 and f"Did you mean: model={BASE}?" in err
+
+
+def test_an_error_names_the_baselines_values_as_the_baselines_and_how_to_free_them(
+    tmp_path, capsys
+):
+    """A model run at fp16 only: `template=own` takes the baseline's precision=bf16, which the
+    user never typed; the error says so and how to free it, and freeing it works."""
+    store = Store(str(tmp_path / "store"))
+    for template in ("own", "instruct"):
+        write_setting(store, Spec(INST, template, "greedy", 2048, "fp16", 20))
+    code, _, err = run(capsys, "--store", store.uri, "template=own", "template=instruct")
+    assert code == 2
+    assert "no complete setting has template=own at the effects baseline's decoding=greedy " in err
+    assert (
+        "the settings with template=own have precision fp16, not the baseline's bf16; name one "
+        "(precision=fp16) or free it (precision=*)" in err
+    )
+    # the one value the user did not type is named as the baseline's
+    assert (
+        err.count("precision=bf16") == 1
+        and "baseline's decoding=greedy max_length=2048 precision=bf16" in err
+    )
+    args = ["template=own", "template=instruct", "--where", "precision=*", "--resamples", "50"]
+    code, out, _ = run(capsys, "--store", store.uri, *args)
+    assert code == 0 and "exact McNemar" in out
+
+
+def test_typed_values_that_never_meet_say_so(tmp_path, capsys):
+    store = Store(str(tmp_path / "store"))
+    write_setting(store, Spec(INST, "own", "greedy", 2048, "bf16", 20))
+    write_setting(store, Spec(INST, "instruct", "greedy", 2048, "fp16", 20))
+    code, _, err = run(capsys, "--store", store.uri, "template=instruct,precision=bf16", "x")
+    assert code == 2
+    assert "no complete setting has template=instruct precision=bf16 (each value is in" in err
