@@ -30,6 +30,7 @@ from orchestrator.report.display import (
     is_missing,
     notes_after,
     phrases,
+    sentence_list,
     shown_columns,
     title,
     value_and_interval,
@@ -184,12 +185,17 @@ def _header(entry: TexTable, table: ReportTable, column: str, metric: str) -> st
     return tex_escape(text.format(metric=metric))
 
 
-def snippet(entry: TexTable, data: ReportData) -> str:
-    """The snippet of one TexTable: a booktabs tabular (longtable when `long`) of its table."""
+def _table_of(entry: TexTable, data: ReportData) -> ReportTable:
     table = next((t for t in data.tables if t.name == entry.table), None)
     if table is None:
         names = ", ".join(t.name for t in data.tables)
         raise KeyError(f"LaTeX table {entry.file!r} shows {entry.table!r}; tables: {names}")
+    return table
+
+
+def snippet(entry: TexTable, data: ReportData) -> str:
+    """The snippet of one TexTable: a booktabs tabular (longtable when `long`) of its table."""
+    table = _table_of(entry, data)
     cols = _columns(entry, table) or list(table.frame.columns[:1])
     spec = "".join(_spec(entry, table, c) for c in cols) + "@{}"
     env = "longtable" if entry.long else "tabular"
@@ -237,6 +243,25 @@ FIT = r"""\newsavebox{\reprogridbox}
   \usebox{\reprogridbox}}"""
 
 
+def _shown(entry: TexTable, table: ReportTable, path: str) -> list[str]:
+    """What report.tex shows of a table: its snippet, fitted to the page; for an empty table,
+    its reason, as a paragraph (a tabular of a header and one long line of reason was scaled
+    down to fit, to about 4 pt); for a table of sentences none of whose rows holds a test,
+    the sentences, as a list (as rows, each wrapped in the width of the empty columns)."""
+    if table.frame.empty:
+        return [r"\noindent\emph{" + tex_escape(table.empty_reason or "No rows.") + r"}\par"]
+    if entry.tested_by is not None and table.frame[entry.tested_by].isna().all():
+        sentences = sentence_list(table.name, table.frame) or []
+        return [
+            r"\begin{itemize}",
+            *(r"\item " + tex_escape(t) for t in sentences),
+            r"\end{itemize}",
+        ]
+    if entry.long:
+        return [r"{\footnotesize\input{" + path + "}}"]
+    return [r"\begin{center}\reprogridfit{\input{" + path + r"}}\end{center}"]
+
+
 def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) -> list[str]:
     text = entry.description.format(**phrases(data))
     if entry.table in INTERVAL_TABLES:
@@ -247,10 +272,7 @@ def _section(entry: TexTable, data: ReportData, figures: list[tuple[str, str]]) 
         tex_escape(text),
         r"\par\medskip",
     ]
-    if entry.long:
-        out.append(r"{\footnotesize\input{" + path + "}}")
-    else:
-        out.append(r"\begin{center}\reprogridfit{\input{" + path + r"}}\end{center}")
+    out += _shown(entry, _table_of(entry, data), path)
     for caption, file in figures:
         out += [
             r"\begin{center}",

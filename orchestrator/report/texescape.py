@@ -7,11 +7,16 @@ A character is written, in this order, by the table below (Greek letters, dashes
 mathematical signs, ligature letters), as its base letter with LaTeX accents (NFD: `é` ->
 `\\'{e}`), as its compatibility decomposition (NFKD: `ﬁ` -> `fi`), and otherwise as a visible
 `[U+XXXX]` with a warning in the log: a character LaTeX cannot show is never dropped silently.
+
+Code in the report's texts, a `span` in backticks or a command-line option (`--literature`),
+is set in typewriter type with its hyphens apart, and so is every other "--": TeX would set two
+hyphens as an en dash (`--literature` printed as "–literature").
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 
 logger = logging.getLogger(__name__)
@@ -185,14 +190,36 @@ def _char(ch: str) -> str:
     return f"[U+{ord(ch):04X}]"
 
 
-def tex_escape(text: str) -> str:
-    """`text` as LaTeX source that prints it: plain ASCII, no package needed (see above). A
-    straight double quote opens (``) at the start or after a space or bracket, else closes ('')."""
+# What the report's texts write as code: a `span` in backticks (md's code) and a command-line
+# option (--literature), both set in typewriter type.
+CODE = re.compile(r"`([^`\n]+)`|(?<![\w-])(--[A-Za-z][\w-]*)")
+
+
+def _escape(text: str, start: int, end: int) -> str:
+    """text[start:end] escaped, read in the whole text (a quote's side depends on what is
+    before it). A straight double quote opens (``) at the start or after a space or bracket,
+    else closes (''). A hyphen before another is "-{}": TeX would set two as an en dash."""
     out = []
-    for i, ch in enumerate(text):
+    for i in range(start, end):
+        ch = text[i]
         if ch == '"':
             opens = i == 0 or text[i - 1].isspace() or text[i - 1] in "([{"
             out.append("``" if opens else "''")
+        elif ch == "-" and i + 1 < end and text[i + 1] == "-":
+            out.append("-{}")
         else:
             out.append(_char(ch))
+    return "".join(out)
+
+
+def tex_escape(text: str) -> str:
+    """`text` as LaTeX source that prints it: plain ASCII, no package needed (see above). Code
+    (a `span` in backticks, a --option) is set in typewriter type, its hyphens kept apart; so
+    is every "--" of the text: an en dash is only ever the character (U+2013)."""
+    out, at = [], 0
+    for match in CODE.finditer(text):
+        span = match.span(1) if match.group(1) is not None else match.span(2)
+        out += [_escape(text, at, match.start()), r"\texttt{", _escape(text, *span), "}"]
+        at = match.end()
+    out.append(_escape(text, at, len(text)))
     return "".join(out)

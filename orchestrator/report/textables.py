@@ -30,6 +30,9 @@ class TexTable:
     # column -> width of a ragged-right paragraph column it always wraps in (the others wrap
     # at tex.WRAP_WIDTH when a cell is longer than tex.WRAP_CHARS)
     wrap: Mapping[str, str] = field(default_factory=dict)
+    # a column only a row with a test fills: when no row does (the findings of a store with
+    # nothing tested), the standalone document lists the table's sentences instead
+    tested_by: str | None = None
 
 
 def _cols(text: str) -> tuple[str, ...]:
@@ -77,6 +80,7 @@ TEX_TABLES: tuple[TexTable, ...] = (
         columns=_cols(
             "group topic values delta_pp p_adjusted n_models n_problem_pairs mdd_pp noise_pp counts"
         ),
+        tested_by="p_adjusted",
         headers={
             "topic": "axis",
             "delta_pp": "change (pp) [CI]",

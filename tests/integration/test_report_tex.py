@@ -198,3 +198,45 @@ def test_the_answers_table_on_page_1_keeps_the_texts_size_and_the_margins(compil
     assert ratio >= 0.85, f"table words {ratio:.0%} of the body's height: the table was shrunk"
     right = max(w[2] for w in words)
     assert right <= width - MARGIN_PT + 1, f"a word ends at {right:.1f} pt, past the margin"
+
+
+def test_empty_tables_say_why_at_the_texts_size_and_options_keep_their_hyphens(tmp_path):
+    """A store of one model at fp32 and int8: no literature row names it, no setting is at the
+    bf16 baseline, so the answers, the effects and the comparisons are empty. Each says why in
+    a paragraph at the text's size (as a snippet, a header and one line of reason, the fit
+    scaled it to about 4 pt), and the options those reasons name print as typed (--literature,
+    not an en dash). Every page is rendered to page-N.png in the test's folder (look at them)."""
+    store = Store(str(tmp_path / "store"))
+    write_setting(store, Spec("tiny", "own", "greedy", 2048, "fp32", 20))
+    write_setting(store, Spec("tiny", "own", "greedy", 2048, "int8", 12))
+    out = tmp_path / "report"
+    argv = ["report", "--store", store.uri, "--out", str(out), "--format", "tex"]
+    assert main([*argv, "--resamples", "100"]) == 0
+    document = (out / "report.tex").read_text()
+    assert r"\input{tex/effects}" not in document and r"\input{tex/scores}" in document
+    for _ in range(2):
+        done = _pdflatex(out)
+        assert done.returncode == 0, f"pdflatex failed:\n{done.stdout[-3000:]}"
+    pdf = out / "report.pdf"
+    text = subprocess.run(
+        [_tool("pdftotext"), "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "published values with --literature FILE and its name with --mapping YAML" in text
+    assert "another baseline with --baseline KEY=VALUE" in text and "\u2013" not in text
+    info = subprocess.run([_tool("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.MULTILINE).group(1))
+    subprocess.run(
+        [_tool("pdftoppm"), "-png", "-r", "60", str(pdf), str(tmp_path / "page")],
+        check=True,
+        timeout=TIMEOUT_S,
+    )
+    assert len(list(tmp_path.glob("page-*.png"))) == pages
+    body, said = [], []
+    for page in range(1, pages + 1):
+        _, words = page_words(pdf, page)
+        body += [bottom - top for top, bottom, _, word in words if word == "the"]
+        said += [(bottom - top, w) for top, bottom, _, w in words if w in ("FILE", "KEY=VALUE.")]
+    # the answers' reason (FILE), the findings' sentence, the effects' and comparisons' reasons
+    assert sorted(w for _, w in said) == ["FILE", *["KEY=VALUE."] * 3]
+    for height, _ in said:
+        assert height >= 0.85 * statistics.median(body), f"{said}: a reason was shrunk"

@@ -41,6 +41,13 @@ from tests.fixtures_store import INST, write_synthetic_store
         ("ﬁne", "fine"),  # a compatibility ligature decomposes
         ("a\nb", "a b"),
         ('"zero-shot" ("a")', "``zero-shot'' (``a'')"),
+        # code: an option and a `span` in typewriter type, hyphens apart (TeX: -- is an en dash)
+        (
+            "with --literature FILE, `reprogrid repeat-check`.",
+            r"with \texttt{-{}-literature} FILE, \texttt{reprogrid repeat-check}.",
+        ),
+        ("a--b x-y -- 2–3", r"a-{}-b x-y -{}- 2--3"),
+        ('`a_b` "q"', r"\texttt{a\_b} ``q''"),
     ],
 )
 def test_tex_escape(text, latex):
@@ -158,3 +165,32 @@ def test_the_findings_snippet_holds_each_test_with_its_sentence_and_the_notes_fo
     document = tex.render_tex(data, {})
     assert document.index(r"\input{tex/findings}") < document.index("Notes")
     assert document.index("Notes") < document.index(r"\input{tex/scores}")
+
+
+def _with(data, name: str, frame, reason: str = ""):
+    """`data` with table `name` holding `frame` (and `reason` for its empty_reason)."""
+    table = next(t for t in data.tables if t.name == name)
+    changed = replace(table, frame=frame, empty_reason=reason or table.empty_reason)
+    return replace(data, tables=tuple(changed if t.name == name else t for t in data.tables))
+
+
+def test_the_document_says_why_a_table_is_empty_instead_of_setting_it(data):
+    """An empty table's snippet is a header and one line of reason, which the document's fit
+    scaled down to the line (to about 4 pt): the document says the reason instead."""
+    empty = data.table("effects").iloc[0:0]
+    document = tex.render_tex(_with(data, "effects", empty, "No pairs; see --baseline."), {})
+    assert r"\input{tex/effects}" not in document
+    assert r"\noindent\emph{No pairs; see \texttt{-{}-baseline}.}\par" in document
+    assert r"\input{tex/scores}" in document and r"\input{tex/grid}" in document
+
+
+def test_findings_without_a_test_are_listed_not_set_as_a_table_of_empty_columns(data):
+    findings = data.table("findings")
+    untested = findings[findings["p_adjusted"].isna()]
+    assert set(untested["topic"]) == {"literature", "noise"}  # the store-wide sentences
+    document = tex.render_tex(_with(data, "findings", untested), {})
+    assert r"\input{tex/findings}" not in document
+    listed = [r"\item " + tex_escape(s) for s in untested["sentence"]]
+    at = document.index(r"\begin{itemize}", document.index("Findings"))
+    assert document[at:].split(r"\end{itemize}")[0].split("\n")[1:-1] == listed
+    assert r"\input{tex/findings}" in tex.render_tex(data, {})  # with its tests: the table
