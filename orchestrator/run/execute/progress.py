@@ -3,8 +3,13 @@ engine every `every_s` seconds otherwise (Slurm, nohup), and a line per finished
 
 Per engine: samples done of the samples this run generates (committed chunks plus what the
 replicas report of the chunk in flight), tokens/s, and an ETA from tokens: the remaining
-samples at the measured tokens per sample, at the measured tokens/s. Only
-`orchestrator/run/execute/dispatch.py` reports progress (STYLE rule 16); this module only formats.
+samples at the measured tokens per sample, at the measured tokens/s. While samples are in
+flight (a backend call a replica reports), the ETA adds an upper bound, "45s (up to 4m30s)":
+each call's samples at their whole token budget, at the replica's share of the measured
+tokens/s, less the time the call has run, plus the samples not started at the measured tokens
+per sample; a sample that runs to the length limit takes far longer than the mean (one did at
+37/40: the ETA said 45 s, it took 4.5 minutes). Only `orchestrator/run/execute/dispatch.py`
+reports progress (STYLE rule 16); this module only formats.
 """
 
 from __future__ import annotations
@@ -21,6 +26,16 @@ from orchestrator.analysis.cost import format_duration
 logger = logging.getLogger("reprogrid.progress")
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """A replica's backend call in flight, as it last reported (workers/session.py)."""
+
+    samples: int  # samples of the call
+    budget: int  # their output-token budget (max_length each)
+    running_s: float  # how long the call had run when the replica reported
+    seen: float  # when the report came (the driver's clock)
+
+
 @dataclass
 class EngineLine:
     """One engine unit's numbers (all its replicas together)."""
@@ -34,6 +49,7 @@ class EngineLine:
     # replica -> (samples, tokens) of the chunk it generates now, as it last reported
     live: dict[int, tuple[int, int]] = field(default_factory=dict)
     phases: dict[int, str] = field(default_factory=dict)
+    calls: dict[int, InFlight] = field(default_factory=dict)  # replica -> its call in flight
     done: bool = False
 
     @property
@@ -57,7 +73,24 @@ class EngineLine:
         if not self.samples or not tok_s:
             return tok_s, "?"
         per_sample = self.tokens / self.samples
-        return tok_s, format_duration((self.total - self.samples) * per_sample / tok_s)
+        remaining = self.total - self.samples
+        estimate = remaining * per_sample / tok_s
+        bound = self.bound_s(now, remaining, per_sample, tok_s)
+        eta = format_duration(estimate)
+        if bound is not None and format_duration(bound) != eta and bound > estimate:
+            eta += f" (up to {format_duration(bound)})"
+        return tok_s, eta
+
+    def bound_s(self, now: float, remaining: int, per_sample: float, tok_s: float) -> float | None:
+        """Seconds left at most while samples are in flight (None: none is): the slowest call at
+        its whole token budget, at the replica's share of `tok_s`, less the time it has run
+        (the calls run side by side), then the samples not started at `per_sample` tokens."""
+        if not self.calls or tok_s <= 0:
+            return None
+        rate = tok_s / max(1, self.replicas)
+        calls = max(c.budget / rate - c.running_s - (now - c.seen) for c in self.calls.values())
+        waiting = max(0, remaining - sum(c.samples for c in self.calls.values()))
+        return max(0.0, calls) + waiting * per_sample / tok_s
 
     def text(self, now: float) -> str:
         tok_s, eta = self.rates(now)
@@ -119,6 +152,12 @@ class Progress:
             if generating
             else (0, 0)
         )
+        running = int(snapshot.get("running", 0)) if generating else 0
+        if running:
+            budget, running_s = int(snapshot["running_budget"]), float(snapshot["running_s"])
+            line.calls[index] = InFlight(running, budget, running_s, self.clock())
+        else:
+            line.calls.pop(index, None)
 
     def chunk(self, key: str, replica: int, samples: int, tokens: int) -> None:
         """A replica's chunk is stored: its samples are committed, not in flight any more."""
@@ -128,12 +167,14 @@ class Progress:
         line.committed += samples
         line.committed_tokens += tokens
         line.live[replica] = (0, 0)
+        line.calls.pop(replica, None)
 
     def engine_done(self, key: str) -> None:
         line = self.engines.get(key)
         if line is not None and not line.done:
             line.done = True
             line.phases = {r: "done" for r in line.phases} or {0: "done"}
+            line.calls.clear()
             self.message(line.text(self.clock()))
 
     def generated(self, label: str) -> None:
