@@ -13,6 +13,7 @@ from orchestrator.run.execute.record import RunFacts, RunRecord
 from orchestrator.run.plan.planner import unit_engine
 from orchestrator.run.preflight.checks import preflight
 from orchestrator.run.preflight.hardware import detect_gpus
+from orchestrator.run.preflight.hub import needs_hub, offline_hub, probe_hub
 from orchestrator.run.prepare.prepared import (
     PreparedGrid,
     file_sha256,
@@ -35,8 +36,11 @@ __all__ = [
     "library_versions",
     "load_benchmark",
     "load_run_config",
+    "needs_hub",
+    "offline_hub",
     "preflight",
     "prepare",
+    "probe_hub",
     "unit_engine",
     "with_selection",
 ]

@@ -7,11 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError
-from orchestrator.run.api import available, load_run_config, prepare
+from orchestrator.run.api import (
+    RunConfig,
+    available,
+    load_run_config,
+    needs_hub,
+    offline_hub,
+    prepare,
+    probe_hub,
+)
 from workers.spec import ModelSpec, Tuning
+
+if TYPE_CHECKING:
+    from workers.backends.tokens import TokenizerHandle
 
 
 @dataclass(frozen=True)
@@ -57,24 +70,7 @@ def render_prompts(
     if len(cells) != 1:
         raise ConfigError(f"the options select {len(cells)} settings; prompts renders one")
     cell = cells[0]
-    tokenizer = None
-    if model is not None:
-        from workers.backends.tokens import load_tokenizer  # lazy: imports transformers
-
-        try:
-            tokenizer = load_tokenizer(config.models[0])
-        except (OSError, ValueError) as e:
-            # transformers raises OSError (offline, not cached, not a repo id) or ValueError
-            # (an unknown tokenizer class): name the model and what to do, not a traceback.
-            first = (
-                str(e).strip().splitlines()[0].rstrip(".") if str(e).strip() else type(e).__name__
-            )
-            raise ConfigError(
-                f"the tokenizer of model {model!r} ({config.models[0].repo_id}) is not "
-                f"available: {first}. `prompts --model` needs it for n_prompt_tokens and the "
-                "chat template: use a local model folder, or fetch the model into the Hugging "
-                "Face cache first"
-            ) from e
+    tokenizer = _tokenizer(config, model) if model is not None else None
     chat = tokenizer.render_chat if tokenizer is not None else None
     for request in benchmark.requests(cell.setting, cell.key, chat):
         count = (
@@ -83,3 +79,28 @@ def render_prompts(
             else None
         )
         yield PromptRecord(request.task_id, request.prompt, count)
+
+
+def _tokenizer(config: RunConfig, model: str) -> TokenizerHandle:
+    """The model's tokenizer; from the HF cache alone when one probe finds the Hub offline or
+    unreachable (transformers would retry every file it asks for: preflight/hub.py)."""
+    from workers.backends.tokens import load_tokenizer  # lazy: imports transformers
+
+    spec = config.models[0]
+    hub = probe_hub(config.preflight.hub_timeout_s) if needs_hub(spec) else None
+    offline = hub is not None and not hub.reachable
+    try:
+        with offline_hub() if offline else nullcontext():
+            return load_tokenizer(spec)
+    except (OSError, ValueError) as e:
+        # transformers raises OSError (offline, not cached, not a repo id) or ValueError
+        # (an unknown tokenizer class): name the model and what to do, not a traceback.
+        text = str(e).strip()
+        first = text.splitlines()[0].rstrip(".") if text else type(e).__name__
+        if hub is not None and offline and isinstance(e, OSError):  # the cache lacks it
+            first = f"not in the Hugging Face cache and {hub.reason()}"
+        raise ConfigError(
+            f"the tokenizer of model {model!r} ({spec.repo_id}) is not available: {first}. "
+            "`prompts --model` needs it for n_prompt_tokens and the chat template: use a local "
+            "model folder, or fetch the model into the Hugging Face cache first"
+        ) from e

@@ -7,6 +7,8 @@ this machine's Hugging Face cache at the revision; otherwise a HEAD request for 
 found", gated, and no network. huggingface_hub raises a distinct exception for each, so the
 check classifies its real exceptions rather than status codes of its own. HF_ENDPOINT,
 HF_HUB_OFFLINE, HF_HUB_CACHE and HF_TOKEN are honoured by huggingface_hub as it reads them.
+Before the first Hub request, one probe (preflight/hub.py) tells an unreachable Hub apart:
+then every model the cache lacks is "no network" at once, without a request.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
+from orchestrator.run.preflight.hub import HubProbe, probe_hub
 from workers.spec import ModelSpec
 
 MAX_PARALLEL_CHECKS = 8  # Hub requests in flight: a grid of 11 models takes one timeout, not 11
@@ -77,6 +80,11 @@ def looks_like_path(repo_id: str) -> bool:
 
 def check_weights(model: ModelSpec, timeout_s: float) -> WeightsCheck:
     """See the module docstring; never raises for a missing or unreachable model."""
+    return check_all([model], timeout_s)[0]
+
+
+def local_check(model: ModelSpec) -> WeightsCheck | None:
+    """What this machine alone can say (built, a folder, the HF cache); None: ask the Hub."""
 
     def result(status: WeightsStatus, detail: str) -> WeightsCheck:
         return WeightsCheck(model.name, model.repo_id, model.revision, status, detail)
@@ -93,7 +101,7 @@ def check_weights(model: ModelSpec, timeout_s: float) -> WeightsCheck:
     cached = cached_snapshot(model.repo_id, model.revision)
     if cached is not None:
         return result(WeightsStatus.CACHED, cached)
-    return hub_check(model, timeout_s)
+    return None
 
 
 def cached_snapshot(repo_id: str, revision: str) -> str | None:
@@ -135,6 +143,12 @@ def hub_check(model: ModelSpec, timeout_s: float) -> WeightsCheck:
         status = WeightsStatus.DOWNLOADABLE
         detail = f"{_where(model)} (the engine downloads it on first use)"
     return WeightsCheck(model.name, model.repo_id, model.revision, status, detail)
+
+
+def unreachable(model: ModelSpec, hub: HubProbe) -> WeightsCheck:
+    """A model the cache lacks, when the probe found the Hub offline or unreachable."""
+    where = f"{_where(model)}: not in the HF cache and {hub.reason()}"
+    return WeightsCheck(model.name, model.repo_id, model.revision, WeightsStatus.NO_NETWORK, where)
 
 
 def _where(model: ModelSpec) -> str:
@@ -181,10 +195,18 @@ def _first_line(error: BaseException) -> str:
 
 
 def check_all(models: Sequence[ModelSpec], timeout_s: float) -> tuple[WeightsCheck, ...]:
-    """`check_weights` for each distinct model (by repo id and revision), in parallel, in the
-    order given."""
+    """The check of each distinct model (by repo id and revision), in the order given: what
+    this machine has first, then one probe of the Hub (`timeout_s`) when any model needs it,
+    then the Hub's answers in parallel, or "no network" for all when the probe failed."""
     unique = list({(m.repo_id, m.revision, m.builder): m for m in models}.values())
-    if not unique:
-        return ()
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CHECKS, len(unique))) as pool:
-        return tuple(pool.map(lambda m: check_weights(m, timeout_s), unique))
+    found = [local_check(m) for m in unique]
+    remote = [m for m, check in zip(unique, found, strict=True) if check is None]
+    if not remote:
+        return tuple(c for c in found if c is not None)
+    hub = probe_hub(timeout_s)
+    if hub.reachable:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_CHECKS, len(remote))) as pool:
+            answers = iter(pool.map(lambda m: hub_check(m, timeout_s), remote))
+    else:
+        answers = iter([unreachable(m, hub) for m in remote])
+    return tuple(c if c is not None else next(answers) for c in found)

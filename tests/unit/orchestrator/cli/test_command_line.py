@@ -6,6 +6,7 @@ table. Everything runs the real commands (no Ray: `plan`, `status`, imports and 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,13 @@ from orchestrator.report.scores import render_score_table, score_table
 from storage.store import Store
 from tests.fixtures_store import RUN_ID, Spec, write_canonical_store, write_setting
 from tests.processes import lock_held_elsewhere
+from tests.unit.orchestrator.run.preflight.hub_server import (
+    cli_counting_connects,
+    closed_port,
+    hub_env,
+)
+
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def run_cli(args, capsys) -> tuple[int, str, str]:
@@ -307,15 +315,22 @@ def test_import_logs_the_score_as_a_percent_only(tmp_path, problem_set, data_env
 # -- prompts without a tokenizer ------------------------------------------------------------------
 
 
-def test_prompts_for_a_model_without_its_tokenizer_is_a_clear_error(env, capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing can be fetched: the tokenizer is absent
-    code, out, err = run_cli(
-        ["prompts", "--template", "own", "--model", "deepseekcoder-1.3b-instruct", "--limit", "1"],
-        capsys,
-    )
-    assert code == 2 and out == ""
-    assert "the tokenizer of model 'deepseekcoder-1.3b-instruct'" in err
-    assert "deepseek-ai/deepseek-coder-1.3b-instruct" in err and "Traceback" not in err
+def test_prompts_for_a_model_without_its_tokenizer_is_a_clear_error(env, tmp_path):
+    # A Hub that cannot be reached (a closed port as HF_ENDPOINT) and an empty HF cache: the
+    # tokenizer is absent. One probe finds the Hub unreachable; transformers then looks in the
+    # cache only, instead of retrying each file it asks for.
+    port = closed_port()
+    cli_env = hub_env(os.environ, f"http://127.0.0.1:{port}", tmp_path / "hub", ROOT)
+    args = ["prompts", "--template", "own", "--model", "deepseekcoder-1.3b-instruct"]
+    done, connects = cli_counting_connects([*args, "--limit", "1"], cli_env, port, ROOT)
+    assert done.returncode == 2 and done.stdout == ""
+    assert connects == 1  # the probe; no request, no retry loop
+    assert (
+        "the tokenizer of model 'deepseekcoder-1.3b-instruct' (deepseek-ai/deepseek-coder-1.3b-"
+        "instruct) is not available: not in the Hugging Face cache and the Hub "
+        f"(http://127.0.0.1:{port}) cannot be reached"
+    ) in done.stderr
+    assert "Traceback" not in done.stderr and "Retrying" not in done.stderr
 
 
 # -- problem selection ----------------------------------------------------------------------------
