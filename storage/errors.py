@@ -20,6 +20,11 @@ class StoreLocked(StoreError):
     """Another process holds the store's writer lock."""
 
 
+class LeaseLost(StoreLocked):
+    """The writer lock this driver held on an object store was taken over (its lease expired
+    unrenewed, e.g. the process was paused for longer than a lease): it must not write more."""
+
+
 class NotLockHolder(StoreError):
     """A write that only the holder of the writer lock may do (quarantine) was asked of a Store
     that does not hold it."""

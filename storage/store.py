@@ -84,8 +84,12 @@ OBJECT_READ_THREADS = 16
 class Store:
     """A folder (or object-store prefix) of Parquet tables."""
 
-    def __init__(self, uri: str, filesystem: pafs.FileSystem | None = None):
+    def __init__(
+        self, uri: str, filesystem: pafs.FileSystem | None = None, lease_s: float = lock.LEASE_S
+    ):
         self.uri = uri
+        self.lease_s = lease_s  # an object store's writer lock: its lease (storage/lock.py)
+        self._lease: lock.Lease | None = None
         if filesystem is not None:
             self.fs, self.root = filesystem, uri.split("://", 1)[-1].rstrip("/")
         else:
@@ -155,7 +159,7 @@ class Store:
         temp = f"{self.root}/{TEMP_PREFIX}manifest-{uuid.uuid4().hex}.json"
         self.fs.create_dir(self.root, recursive=True)
         write_file(self.fs, self.is_local, temp, manifest.encode(new))
-        rename(self.fs, self.is_local, temp, self.manifest_path)
+        self._commit(temp, self.manifest_path)
         self.sync(self.root)
         self._manifest = self._derived = None
 
@@ -229,7 +233,7 @@ class Store:
         metadata = {b"reprogrid.schema_version": SCHEMA_VERSION.encode()}
         payload = seal(data.replace_schema_metadata({**(data.schema.metadata or {}), **metadata}))
         temp = self.put_temp(table, f"{key}.parquet", payload)
-        rename(self.fs, self.is_local, temp, self.shard_path(table, key))
+        self._commit(temp, self.shard_path(table, key))
 
     def put_temp(self, table: str, name: str, payload: bytes) -> str:
         """Write `payload` under a hidden temporary name in the table's folder; its path."""
@@ -242,7 +246,7 @@ class Store:
 
     def reveal(self, temp: str, table: str, name: str) -> None:
         """Rename a temporary file to `name` in the table's folder (the writer's packing)."""
-        rename(self.fs, self.is_local, temp, f"{self.table_dir(table)}/{name}")
+        self._commit(temp, f"{self.table_dir(table)}/{name}")
 
     def remove(self, path: str) -> None:
         """Delete a file whose rows are elsewhere (the writer's packing; never damage)."""
@@ -434,13 +438,21 @@ class Store:
         if self.is_local:
             held = lock.local_lock(self.root, self.uri, wait_s)
         else:
-            held = lock.object_lock(self.fs, self.root, self.uri, wait_s)
-        with held:
-            self._holds_lock = True
+            held = lock.object_lock(self.fs, self.root, self.uri, wait_s, self.lease_s)
+        with held as lease:
+            self._holds_lock, self._lease = True, lease
             try:
                 yield
             finally:
-                self._holds_lock = False
+                self._holds_lock, self._lease = False, None
+
+    def _commit(self, temp: str, path: str) -> None:
+        """Rename a written temporary file to its name: a commit. On an object store the
+        writer first checks that its lease still holds (`Lease.check`: another driver took
+        over a lease this one stopped renewing), so a driver that lost it writes nothing more."""
+        if self._lease is not None:
+            self._lease.check()
+        rename(self.fs, self.is_local, temp, path)
 
     @property
     def holds_writer_lock(self) -> bool:
@@ -451,7 +463,7 @@ class Store:
         """Whether a writer holds the lock now, without taking it (readers use this)."""
         if not self.is_local:
             holder = self._read_lock(f"{self.root}/{LOCK_OBJECT}")
-            return holder is not None and not lock.owner_is_dead(holder)
+            return holder is not None and lock.holder_active(holder)
         return lock.local_writer_active(self.root)
 
     def _read_lock(self, path: str) -> str | None:
