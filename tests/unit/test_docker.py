@@ -362,6 +362,15 @@ def test_kuberay_manifests(name):
     assert spec["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
 
 
+def test_the_rayjob_gives_its_driver_time_for_a_clean_stop():
+    """`ray job stop` SIGKILLs the entrypoint RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM (3 s
+    by default): the driver needs longer to commit and release the store's lock."""
+    head = load("kuberay-rayjob.yaml")["spec"]["rayClusterSpec"]["headGroupSpec"]
+    (container,) = containers(head["template"])
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert int(env["RAY_JOB_STOP_WAIT_TIME_S"]) >= 30
+
+
 def test_the_rayjob_entrypoint_is_a_valid_run():
     from orchestrator.run.config.load import load_run_config
 
