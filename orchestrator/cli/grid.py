@@ -25,10 +25,27 @@ def register(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
-    p = sub.add_parser("plan", help="dry run: what is done, what will run, what is skipped")
+    p = sub.add_parser(
+        "plan",
+        help="dry run: what is done, what will run, what is skipped",
+        description="Every setting of the grid with what a run would do with it, grouped by "
+        "engine, and the cost: GPU-hours on the GPU of estimate.gpu and the wall time on "
+        "cluster.gpus GPUs (with cluster.replicas; a count that would shorten it is suggested), "
+        "then this machine's own time, labelled as such (docs/cost.md). Exits 2 on a blocking "
+        "problem: what would stop `run` (an unreachable cluster.address, weights that cannot "
+        "be had, GPUs missing here), and what cannot run on the cluster the plan is sized for: "
+        "an engine that needs more GPUs than it has, or whose weights exceed the named GPU's "
+        "memory, each naming what would fit (more GPUs, a quantization, a larger GPU).",
+    )
     _add_overrides(p)
     p.add_argument("--retry-failed", action="store_true", help="plan failed settings to re-run")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--estimate-only",
+        action="store_true",
+        help="a question about cost only: skip the weights check (no Hub request; said so in "
+        "the output); the GPU and memory checks still block",
+    )
 
     p = sub.add_parser(
         "status",
@@ -107,14 +124,15 @@ def cmd_plan(args) -> int:
     prepared = prepare(config)
     store = Store(config.store)
     plan = make_plan(store, prepared, retry_failed=args.retry_failed)
-    report = preflight(prepared, plan)
+    report = preflight(prepared, plan, weights=not args.estimate_only)
     data = plan_json(plan, prepared, store, report)
     _out(json.dumps(data, indent=2) if args.json else render_plan(data))
-    if report.blocking:
+    # The plan's problems: preflight's and what cannot run on the cluster it is sized for.
+    blocking = [p for p in data["preflight"]["problems"] if p["severity"] == "blocking"]
+    if blocking:
         # Exit 2 as for a bad config: `run` would fail before generating anything.
-        sys.stderr.write(
-            f"reprogrid plan: {len(report.blocking)} blocking problem(s):\n{report.summary()}\n"
-        )
+        lines = "\n".join(f"  {p['kind']}: {p['message']}" for p in blocking)
+        sys.stderr.write(f"reprogrid plan: {len(blocking)} blocking problem(s):\n{lines}\n")
         return 2
     return 0
 

@@ -24,39 +24,60 @@ def _basis(value: str | None, engines: list[dict[str, Any]]) -> str:
 
 
 def _estimate_lines(data: dict[str, Any]) -> list[str]:
+    """The headline: the GPU figures first (GPU-hours, the wall time on the cluster), then
+    the model's assumptions, then this machine's own time, labelled as such."""
     est = data["estimate"]
     if data["estimate_basis"] is None:
-        return ["estimated run time: 0s (nothing to generate)"]
+        return ["GPU-hours: 0 (nothing to generate)"]
+    c = data.get("cluster")
+    replicas = f", cluster.replicas={c['replicas']}" if c else ""
     gpu = f"{est['gpu']}, {est['gpu_bandwidth_gbps']:g} GB/s: {est['gpu_source']}"
     return [
-        f"estimated run time: {format_duration(data['estimated_s'])} on one device at a time, "
-        f"{data['estimated_gpu_hours']:.1f} GPU-hours "
+        f"GPU-hours: {data['estimated_gpu_hours']:.1f} on {est['gpu']}{replicas} "
         f"({_basis(data['estimate_basis'], data['engines'])})",
+        *_cluster_lines(data),
         f"  the model: GPU {gpu}; output prior {est['output_tokens_prior']} tokens/sample; "
         "docs/cost.md",
+        f"{_here(data['engines'], est['gpu'])}, one engine at a time: "
+        f"{format_duration(data['estimated_s'])}",
     ]
+
+
+def _here(engines: list[dict[str, Any]], gpu: str) -> str:
+    """Where `estimated_s` is: the devices of this machine the engines run on, or one of the
+    estimate's GPU where none runs here (a remote cluster, or engines that cannot be placed)."""
+    here = sorted({g["device"] for g in engines if g.get("placement") in ("cpu", "gpu")})
+    return f"on this machine ({', '.join(here)})" if here else f"on one {gpu}"
 
 
 def _cluster_lines(data: dict[str, Any]) -> list[str]:
-    """The wall time on the cluster the plan is sized for (orchestrator/run/estimate/sizing.py)."""
+    """The wall time on the cluster the plan is sized for (orchestrator/run/estimate/sizing.py),
+    and the replicas that would shorten it."""
     c = data.get("cluster")
-    if not c or data["estimate_basis"] is None:
+    if not c:
         return []
-    each = f"cluster.replicas={c['replicas']}"
-    hours = f"{c['gpu_hours']:.1f} GPU-hours on {c['gpu']} ({each})"
     if c["makespan_s"] is None:
-        return [
-            f"on a cluster: {hours}, the longest unit {format_duration(c['longest_unit_s'])}; "
-            f"wall time: {c['gpus_source']}"
-        ]
-    bound = c["lower_bound_s"]
+        longest = format_duration(c["longest_unit_s"])
+        return [f"wall time: not sized ({c['gpus_source']}); the longest unit {longest}"]
+    on = f"wall time on {c['gpus']} GPU(s) ({c['gpus_source']}):"
+    left_out = len(c["unplaceable"])
+    sized = sum(1 for g in data["engines"] if g.get("cluster_s") is not None)
+    if left_out and left_out >= sized:
+        return [f"{on} none: every engine needs more GPUs than that (BLOCKING below)"]
+    bound = format_duration(c["lower_bound_s"])
     lines = [
-        f"on {c['gpus']} GPU(s) ({c['gpus_source']}): wall time "
-        f"{format_duration(c['makespan_s'])} (lower bound {format_duration(bound)}: the work "
-        f"over the GPUs or the longest unit, {format_duration(c['longest_unit_s'])}), {hours}"
+        f"{on} {format_duration(c['makespan_s'])} (lower bound {bound}: the work over the "
+        "GPUs or the longest unit)"
     ]
-    if c["unplaceable"]:
-        lines.append(f"  {len(c['unplaceable'])} engine(s) need more GPUs than that: not counted")
+    if left_out:
+        lines.append(f"  without {left_out} engine(s) that need more GPUs (BLOCKING below)")
+    hint = c.get("replicas_hint")
+    if hint:
+        lines.append(
+            f"  cluster.replicas={hint['replicas']} would shorten it to "
+            f"{format_duration(hint['makespan_s'])} ({hint['gpu_hours']:.1f} GPU-hours; "
+            'docs/cost.md, "Replicas and the cluster")'
+        )
     return lines
 
 
@@ -71,6 +92,8 @@ def _preflight_lines(pre: dict[str, Any] | None) -> list[str]:
     if cluster["address"]:
         state = {True: "reachable", False: "UNREACHABLE", None: "not probed"}
         lines.append(f"cluster {cluster['address']}: {state[cluster['reachable']]}")
+    if pre.get("weights_checked") is False:
+        lines.append("weights: not checked (--estimate-only: nothing was asked of the Hub)")
     # Weights that are available; the others are listed with the problems below.
     for w in pre["weights"]:
         if w["status"] in AVAILABLE_WEIGHTS:
@@ -89,16 +112,20 @@ def _engine_header(g: dict[str, Any]) -> str:
     head = f"\nengine {g['model']} {g['backend']} {g['dtype']}/{g['quant']} ({where}{replicas})"
     if g["estimated_s"] is None:
         return head
-    hours = f", {g['estimated_gpu_hours']:.1f} GPU-h" if g["estimated_gpu_hours"] else ""
+    # The GPU figures first, as in the headline; then this machine's time, labelled.
+    parts = []
+    if g["estimated_gpu_hours"]:
+        parts.append(f"{g['estimated_gpu_hours']:.1f} GPU-h")
+        if g.get("cluster_s") is not None:
+            gain = f", x{g['replica_gain']:.1f}" if g["replicas_running"] > 1 else ""
+            parts.append(
+                f"on the cluster {format_duration(g['cluster_s'])} with "
+                f"{g['replicas_running']} replica(s){gain}"
+            )
+    here = "on this machine " if g.get("placement") in ("cpu", "gpu") else ""
+    parts.append(f"{here}~{format_duration(g['estimated_s'])} on {g['device']}")
     basis = BASIS_TEXT.get(g["basis"], g["basis"])
-    cluster = ""
-    if g.get("cluster_s") is not None and g["estimated_gpu_hours"]:
-        gain = f", x{g['replica_gain']:.1f}" if g["replicas_running"] > 1 else ""
-        cluster = (
-            f"; on the cluster {format_duration(g['cluster_s'])} with "
-            f"{g['replicas_running']} replica(s){gain}"
-        )
-    return f"{head} ~{format_duration(g['estimated_s'])} on {g['device']}{hours}{cluster} [{basis}]"
+    return f"{head} {'; '.join(parts)} [{basis}]"
 
 
 def _is_damaged(s: dict[str, Any]) -> bool:
@@ -133,7 +160,6 @@ def render_plan(data: dict[str, Any]) -> str:
         f"engine loads: {data['engine_loads']}; generations: {data['generations']} samples "
         f"({data['n_problems']} problems)",
         *_estimate_lines(data),
-        *_cluster_lines(data),
         *_preflight_lines(data.get("preflight")),
         *(f"warning: {w}" for w in data.get("warnings", [])),
     ]

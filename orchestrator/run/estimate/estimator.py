@@ -26,6 +26,7 @@ from orchestrator.analysis.cost import (
 )
 from orchestrator.analysis.schedule import Schedule
 from orchestrator.run.config.specs import EstimateSpec
+from orchestrator.run.estimate.fit import fit_json, fit_problems, units_of
 from orchestrator.run.estimate.prompttokens import TokenCounter, token_counter
 from orchestrator.run.estimate.sizing import (
     UnitSizing,
@@ -33,12 +34,13 @@ from orchestrator.run.estimate.sizing import (
     cluster_schedule,
     cluster_target,
     engine_json,
+    replica_hint,
     replica_warning,
     size_unit,
 )
 from orchestrator.run.plan.planner import Action, EngineUnit, Plan, PlannedSetting
 from orchestrator.run.plan.samples import stored_sample_counts
-from orchestrator.run.preflight.checks import PreflightReport
+from orchestrator.run.preflight.checks import PreflightReport, Severity
 from orchestrator.run.preflight.hardware import (
     GpuInventory,
     HardwareCheck,
@@ -73,11 +75,13 @@ class Devices:
     gpu: DeviceSpec
     gpu_source: str  # how the GPU was chosen
     cpu: DeviceSpec
+    gpu_named: bool = True  # by estimate.gpu or nvidia-smi; False: assumed (estimate/fit.py)
 
 
 def resolve_devices(spec: EstimateSpec, gpus: GpuInventory) -> Devices:
     """`estimate.gpu`, or (auto) the first GPU nvidia-smi names that the table knows, else the
     reference GPU (an assumption, said so); `estimate.bandwidth_gbps` overrides its bandwidth."""
+    assumed = False
     if spec.gpu != "auto":
         gpu, source = GPUS[spec.gpu], f"estimate.gpu={spec.gpu}"
     else:
@@ -87,14 +91,14 @@ def resolve_devices(spec: EstimateSpec, gpus: GpuInventory) -> Devices:
             gpu, source = GPUS[named[1]], f"detected: {named[0]}"
         else:
             why = f"{gpus.names[0]} is not in the table" if gpus.names else "no GPU named here"
-            gpu = GPUS[REFERENCE_GPU]
+            gpu, assumed = GPUS[REFERENCE_GPU], True
             source = f"assumed ({why}; set estimate.gpu or estimate.bandwidth_gbps)"
     if spec.bandwidth_gbps is not None:
         gpu = DeviceSpec(gpu.name, spec.bandwidth_gbps, gpu.tflops_16, gpu.tflops_32, gpu.memory_gb)
         source += f", estimate.bandwidth_gbps={spec.bandwidth_gbps:g}"
     teraflops = spec.cpu_gflops / 1000.0
     cpu = DeviceSpec("cpu", spec.cpu_bandwidth_gbps, teraflops, teraflops, None, is_gpu=False)
-    return Devices(gpu, source, cpu)
+    return Devices(gpu, source, cpu, not assumed)
 
 
 def _plain_chat(messages: Sequence[Mapping[str, str]]) -> str:
@@ -311,37 +315,52 @@ def _apply_estimates(
             row.update(engine_json(est.cluster))
             warning = replica_warning(label, est.cluster, devices.gpu)
             warnings += [warning] if warning else []
-        if est.fits_gpu is False:
-            warnings.append(
-                f"{label}: weights {est.model.weights_gb:.1f} GB exceed {devices.gpu.name}'s memory"
-            )
     return warnings
 
 
-def plan_json(
-    plan: Plan, prepared: PreparedGrid, store: Store, report: PreflightReport | None = None
-) -> dict[str, Any]:
-    """The plan with its estimate and (when given) the preflight report; JSON-native."""
-    n_problems = prepared.n_problems
-    config = prepared.config
-    gpus = report.gpus if report is not None else local_gpus(config.cluster)
-    devices = resolve_devices(config.estimate, gpus)
-    placements = _placements(plan, prepared, report, gpus)
+def _engine_rows(
+    plan: Plan, prepared: PreparedGrid, store: Store, placements: Mapping[str, HardwareCheck]
+) -> dict[str, dict[str, Any]]:
+    """Each engine's row with its settings' rows, by engine key, in plan order."""
     generated = stored_sample_counts(store, {i.key for i in plan.settings})
     engines: dict[str, dict[str, Any]] = {}
     for item in plan.settings:
         ekey = engine_key(item.setting.engine)
         group = engines.setdefault(ekey, _engine_row(item, placements.get(ekey)))
-        replicas = config.cluster.replicas if item.setting.engine.model.num_gpus == 1 else 1
+        one_gpu = item.setting.engine.model.num_gpus == 1
+        replicas = prepared.config.cluster.replicas if one_gpu else 1
         group["replicas"] = replicas
         group["settings"].append(
-            _setting_row(item, n_problems, generated.get(item.key, 0), replicas)
+            _setting_row(item, prepared.n_problems, generated.get(item.key, 0), replicas)
         )
+    return engines
+
+
+def plan_json(
+    plan: Plan, prepared: PreparedGrid, store: Store, report: PreflightReport | None = None
+) -> dict[str, Any]:
+    """The plan with its estimate and (when given) the preflight report, with what cannot
+    run on the cluster the plan is sized for among its blocking problems; JSON-native."""
+    n_problems = prepared.n_problems
+    config = prepared.config
+    gpus = report.gpus if report is not None else local_gpus(config.cluster)
+    devices = resolve_devices(config.estimate, gpus)
+    placements = _placements(plan, prepared, report, gpus)
+    engines = _engine_rows(plan, prepared, store, placements)
     estimates = _estimate_units(plan, prepared, store, placements, devices)
     sizes = {k: e.cluster for k, e in estimates.items() if e.cluster is not None}
     target = cluster_target(config.cluster, gpus)
     schedule = cluster_schedule(sizes, target)
+    found = fit_problems(
+        units_of(plan.units, sizes), devices.gpu, devices.gpu_source, devices.gpu_named, target
+    )
     warnings = _apply_estimates(engines, estimates, devices, schedule)
+    warnings += [p.message for p in found if p.severity is Severity.WARNING]
+    if report is not None:
+        report = report.with_problems([p for p in found if p.severity is Severity.BLOCKING])
+    hint = replica_hint(
+        sizes, target, devices.gpu, cost_params(config.estimate), config.cluster.replicas
+    )
     values = list(estimates.values())
     return {
         "store": config.store,
@@ -363,7 +382,10 @@ def plan_json(
             "cpu_bandwidth_gbps": devices.cpu.bandwidth_gbps,
             "output_tokens_prior": config.estimate.output_tokens,
         },
-        "cluster": cluster_json(sizes, target, schedule, devices.gpu, config.cluster.replicas),
+        "cluster": cluster_json(
+            sizes, target, schedule, devices.gpu, config.cluster.replicas, hint
+        ),
+        "fit_problems": fit_json(found),
         "warnings": warnings,
         "preflight": report.to_json() if report is not None else None,
         "engines": list(engines.values()),

@@ -9,7 +9,7 @@ data (`plan --json`); a problem is blocking when the run would certainly fail.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -41,6 +41,7 @@ class ProblemKind(StrEnum):
     WEIGHTS = "weights"
     HARDWARE = "hardware"
     CLUSTER = "cluster"
+    MEMORY = "memory"  # weights over the GPUs' memory (plan's estimate: estimate/fit.py)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class PreflightReport:
     weights: tuple[WeightsCheck, ...]  # one per distinct model still to generate
     hardware: tuple[HardwareCheck, ...]  # one per engine still to generate
     problems: tuple[Problem, ...]
+    weights_checked: bool = True  # False: `plan --estimate-only` asked no Hub (weights empty)
 
     @property
     def blocking(self) -> tuple[Problem, ...]:
@@ -90,6 +92,13 @@ class PreflightReport:
         data = _json(asdict(self))
         data["cluster"]["reachable"] = self.cluster.reachable
         return data | {"blocking": len(self.blocking)}
+
+    def with_problems(self, found: Sequence[Problem]) -> PreflightReport:
+        """The report with `found` added; one of the same kind and subject replaces its own
+        (plan's estimate says more about an engine than the hardware check does)."""
+        seen = {(p.kind, p.subject) for p in found}
+        kept = tuple(p for p in self.problems if (p.kind, p.subject) not in seen)
+        return replace(self, problems=kept + tuple(found))
 
     def summary(self) -> str:
         """One line per blocking problem (what PreflightFailed says)."""
@@ -134,10 +143,13 @@ def weights_problems(checks: Sequence[WeightsCheck], remote: bool) -> list[Probl
     return problems
 
 
-def preflight(prepared: PreparedGrid, plan: Plan | None = None) -> PreflightReport:
+def preflight(
+    prepared: PreparedGrid, plan: Plan | None = None, *, weights: bool = True
+) -> PreflightReport:
     """Check weights and hardware for what `plan` (or, without one, the whole grid) still has
     to generate. Never starts Ray, never imports torch; at most one Hub timeout
-    (`preflight.hub_timeout_s`) for all models together."""
+    (`preflight.hub_timeout_s`) for all models together. `weights=False` asks no Hub and
+    says so (`weights_checked`): a question about cost only (`plan --estimate-only`)."""
     config = prepared.config
     cluster = check_cluster(config.cluster)
     engines = engines_to_check(prepared, plan)
@@ -149,12 +161,12 @@ def preflight(prepared: PreparedGrid, plan: Plan | None = None) -> PreflightRepo
         if h.placement is Placement.IMPOSSIBLE
     ]
     models = [e.model for e in engines if get_backend(e.backend).loads_weights]
-    weights = check_all(models, config.preflight.hub_timeout_s)
-    problems += weights_problems(weights, remote=config.cluster.address is not None)
+    checked = check_all(models, config.preflight.hub_timeout_s) if weights else ()
+    problems += weights_problems(checked, remote=config.cluster.address is not None)
     if cluster.error is not None:
         address = cluster.address or ""
         problems.insert(0, Problem(ProblemKind.CLUSTER, Severity.BLOCKING, address, cluster.error))
-    return PreflightReport(cluster, gpus, weights, hardware, tuple(problems))
+    return PreflightReport(cluster, gpus, checked, hardware, tuple(problems), weights)
 
 
 def check_cluster(spec: ClusterSpec) -> ClusterCheck:

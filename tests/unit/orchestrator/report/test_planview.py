@@ -86,7 +86,10 @@ def test_a_gpu_less_machine_never_shows_a_bare_gpu():
     reason = "needs 1 GPU(s), none here: runs on CPU (cluster.cpu_if_no_gpus=true)"
     text = render_plan(plan_data([engine("model", reason)], "model"))
     assert "(1 GPU)" not in text
-    assert f"engine m hf bf16/none ({reason}) ~1h01m on cpu, 1.5 GPU-h [estimate (model)]" in text
+    assert (
+        f"engine m hf bf16/none ({reason}) 1.5 GPU-h; on this machine ~1h01m on cpu "
+        "[estimate (model)]"
+    ) in text
     assert "GPUs here: 0 [no nvidia-smi]" in text
     assert "3/164 samples" in text
 
@@ -96,7 +99,8 @@ def test_measured_and_model_are_told_apart():
     text = render_plan(plan_data(both, "mixed"))
     assert "(measured for 1 engine(s), estimate (model) for 1)" in text
     assert "[measured]" in text and "[estimate (model)]" in text
-    assert "2h03m on one device at a time, 3.0 GPU-hours" in text
+    assert "GPU-hours: 3.0 on a100-80gb (measured for 1 engine(s)" in text
+    assert "on this machine (h200), one engine at a time: 2h03m" in text
     assert "GPU a100-80gb, 2039 GB/s: assumed" in text
 
 
@@ -133,12 +137,66 @@ def test_the_wall_time_on_the_cluster_and_each_units_replicas():
     data["cluster"] = cluster(64, 3100.0, "cluster.gpus=64")
     text = render_plan(data)
     assert (
-        "on 64 GPU(s) (cluster.gpus=64): wall time 51m40s (lower bound 50m00s: the work over "
-        "the GPUs or the longest unit, 50m00s), 1.2 GPU-hours on h200 (cluster.replicas=4)"
+        "wall time on 64 GPU(s) (cluster.gpus=64): 51m40s (lower bound 50m00s: the work over "
+        "the GPUs or the longest unit)"
     ) in text
-    assert "on the cluster 40m00s with 4 replica(s), x3.5 [estimate (model)]" in text
+    assert "on the cluster 40m00s with 4 replica(s), x3.5; on this machine ~1h01m on h200" in text
     data["cluster"] = cluster(None, None, "no GPUs here: set cluster.gpus=N to size a cluster")
-    assert "wall time: no GPUs here: set cluster.gpus=N" in render_plan(data)
+    assert (
+        "wall time: not sized (no GPUs here: set cluster.gpus=N to size a cluster); the longest "
+        "unit 50m00s"
+    ) in render_plan(data)
+
+
+def test_the_headline_leads_with_the_gpu_figures_and_labels_this_machine():
+    data = plan_data([engine("model", "needs 1 GPU(s), none here: runs on CPU")], "model")
+    data["cluster"] = cluster(8, 3100.0, "cluster.gpus=8")
+    lines = render_plan(data).splitlines()
+    assert lines[2] == "GPU-hours: 1.5 on a100-80gb, cluster.replicas=4 (estimate (model))"
+    assert lines[3].startswith("wall time on 8 GPU(s) (cluster.gpus=8): 51m40s")
+    assert lines[5] == "on this machine (cpu), one engine at a time: 1h01m"
+    assert not any("one device at a time" in line for line in lines)
+    # a remote cluster: no engine runs here, so the serial time is not this machine's
+    remote = engine("model", "needs 1 GPU(s); checked when Ray connects", "a100-80gb")
+    remote["placement"] = "unknown"
+    text = render_plan(plan_data([remote], "model"))
+    assert "on one a100-80gb, one engine at a time: 1h01m" in text and "this machine" not in text
+
+
+def test_replicas_that_would_shorten_the_wall_time_are_suggested():
+    data = plan_data([engine("model", "1 of 8 GPU(s)", "h200")], "model")
+    data["cluster"] = cluster(8, 3100.0, "cluster.gpus=8")
+    assert "would shorten" not in render_plan(data)  # no hint: nothing suggested
+    data["cluster"]["replicas_hint"] = {"replicas": 8, "makespan_s": 1500.0, "gpu_hours": 0.6}
+    assert (
+        "  cluster.replicas=8 would shorten it to 25m00s (0.6 GPU-hours; docs/cost.md, "
+        '"Replicas and the cluster")'
+    ) in render_plan(data)
+
+
+def test_engines_that_need_more_gpus_are_left_out_of_the_wall_time_and_said_so():
+    rows = [engine("model", "r"), engine("model", "r"), engine("model", "r")]
+    for row in rows[:2]:  # sized on the cluster; the third has nothing left to generate
+        row.update(cluster_s=2400.0, replicas_running=1, replica_gain=1.0)
+    data = plan_data(rows, "model")
+    data["cluster"] = cluster(1, 3100.0, "cluster.gpus=1") | {"unplaceable": ["e"]}
+    text = render_plan(data)
+    assert "  without 1 engine(s) that need more GPUs (BLOCKING below)" in text
+    data["cluster"]["unplaceable"] = ["e", "f"]
+    assert (
+        "wall time on 1 GPU(s) (cluster.gpus=1): none: every engine needs more GPUs than that "
+        "(BLOCKING below)"
+    ) in render_plan(data)
+
+
+def test_a_plan_without_the_weights_check_says_so():
+    data = plan_data([engine("model", "r")], "model")
+    data["preflight"] |= {"weights": [], "weights_checked": False}
+    assert "weights: not checked (--estimate-only: nothing was asked of the Hub)" in (
+        render_plan(data)
+    )
+    data["preflight"]["weights_checked"] = True
+    assert "not checked" not in render_plan(data)
 
 
 GRID = ["model=tiny", "template=own,instruct", "benchmark.limit=2"]

@@ -65,6 +65,9 @@ def test_resolve_devices():
     chosen = resolve_devices(EstimateSpec(gpu="l40s", bandwidth_gbps=1000.0), gpus("NVIDIA H200"))
     assert chosen.gpu.name == "l40s" and chosen.gpu.bandwidth_gbps == 1000.0
     assert resolve_devices(EstimateSpec(cpu_bandwidth_gbps=7.0), gpus()).cpu.bandwidth_gbps == 7.0
+    # named or detected: its memory blocks what exceeds it; assumed: a warning (estimate/fit.py)
+    assert detected.gpu_named is True and chosen.gpu_named is True
+    assert assumed.gpu_named is False and unknown.gpu_named is False
 
 
 def test_prompt_tokens_are_exact_with_the_tokenizer_and_a_prior_without(env, tmp_path):
@@ -115,14 +118,3 @@ def test_sample_counts_add_up_single_and_chunk_shards(tmp_path):
     store.write_rows("generations", "bbb~1", rows("bbb", 5))
     store.write_rows("generations", "ccc", rows("ccc", 1))
     assert stored_sample_counts(store, ["aaa", "bbb", "zzz"]) == {"aaa": 3, "bbb": 7}
-
-
-def test_weights_larger_than_the_gpu_are_a_warning(env, tmp_path):
-    overrides = ["model=codellama-13b-base", "benchmark.limit=2", "precision=fp32,bf16"]
-    prepared = prepare(load_run_config([*overrides, "estimate.gpu=a100-40gb"]))
-    store = Store(str(tmp_path))
-    data = plan_json(make_plan(store, prepared), prepared, store)
-    assert data["warnings"] == [
-        "codellama-13b-base fp32/none: weights 52.0 GB exceed a100-40gb's memory"
-    ]
-    assert data["estimate"]["gpu_source"] == "estimate.gpu=a100-40gb"
