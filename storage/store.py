@@ -435,6 +435,7 @@ class Store:
         stores use an advisory `flock` on `<root>/.lock` (released by the OS if the holder
         dies), object stores a lock object (`storage.lock.object_lock`). While it is held,
         this Store may quarantine and pack."""
+        held: contextlib.AbstractContextManager[lock.Lease | None]
         if self.is_local:
             held = lock.local_lock(self.root, self.uri, wait_s)
         else:
