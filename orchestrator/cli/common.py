@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 OVERRIDES_HELP = (
     "Hydra overrides, e.g. model=tiny template=instruct decoding=greedy max_length=2048 "
@@ -38,11 +37,19 @@ def add_store(parser: argparse.ArgumentParser, default: str | None = DEFAULT_STO
 
 
 def existing_store(store: str) -> str:
-    """`store` if it exists (object-store URIs are checked when opened): reading a store that
-    is not there is an error, never an empty answer."""
-    if "://" not in store and not Path(store).is_dir():
-        raise FileNotFoundError(f"store {store} does not exist (pass --store DIR or store=DIR)")
-    return store
+    """`store` if it is a store: reading one that is not there, or a folder that is not a store
+    (the stores inside it named), is an error, never an empty answer (storage/presence.py)."""
+    from storage.presence import require_store
+
+    return require_store(store)
+
+
+def creatable_store(store: str) -> str:
+    """`store` if a command that creates a store may write there: not a file, nor a folder that
+    holds stores (storage/presence.py)."""
+    from storage.presence import require_creatable
+
+    return require_creatable(store)
 
 
 def normalize_store_args(argv: list[str], override_commands: set[str]) -> list[str]:

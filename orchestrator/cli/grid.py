@@ -7,7 +7,7 @@ import json
 import sys
 
 from orchestrator.cli.common import add_overrides as _add_overrides
-from orchestrator.cli.common import add_store, existing_store
+from orchestrator.cli.common import add_store, creatable_store, existing_store
 from orchestrator.cli.common import out as _out
 
 
@@ -67,6 +67,7 @@ def cmd_run(args) -> int:
     from orchestrator.run.prepare.prepared import prepare
 
     config = load_run_config(args.overrides)
+    creatable_store(config.store)
     prepared = prepare(config)
     outcome = run_grid(
         prepared, retry_failed=args.retry_failed, wait_lock_s=args.wait_lock, command="run"
@@ -121,6 +122,7 @@ def cmd_plan(args) -> int:
     from storage.store import Store
 
     config = load_run_config(args.overrides)
+    creatable_store(config.store)
     prepared = prepare(config)
     store = Store(config.store)
     plan = make_plan(store, prepared, retry_failed=args.retry_failed)

@@ -35,6 +35,7 @@ from orchestrator.run.api import (
     with_selection,
 )
 from orchestrator.tools.harness_io import at_limit_entries, read_generations_json
+from storage.presence import require_creatable
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
 from workers.spec import ExecutionBatch
@@ -181,6 +182,7 @@ def import_generations(
     entries = read_generations_json(path)
     file_sha = file_sha256(str(path))
     config, claimed = _run_config(overrides, model, max(len(e) for e in entries), path)
+    require_creatable(config.store)  # before executing: not a file, nor a folder of stores
     config, loaded, cell = _cell(config, len(entries), claimed)
     at_limit = at_limit_entries(entries, cell.setting.samples_per_call, path)
     samples = _samples(loaded, cell.setting, entries, at_limit)

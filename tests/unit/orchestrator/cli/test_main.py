@@ -99,7 +99,7 @@ def test_prompts_with_a_model_count_tokens_and_render_chat(env, capsys):
         (["plan", "template=edit"], "Unknown template 'edit'"),
         (["plan", "model=llama"], "Unknown model 'llama'"),
         (["prompts", "--template", "continue"], "only for HumanEvalSynthesize"),
-        (["status", "--store", "tests", "--run", "x"], "unknown run 'x'"),
+        (["status", "--store", "tests/fixtures/store_v5_chunks", "--run", "x"], "unknown run 'x'"),
         (["status", "--store", "/nonexistent/store"], "store /nonexistent/store does not exist"),
     ],
 )
@@ -109,7 +109,8 @@ def test_errors_exit_2_with_the_bad_value(env, capsys, args, needle):
     assert needle in err
 
 
-def test_status_of_an_empty_store(env, capsys, tmp_path):
+def test_status_of_a_store_that_holds_nothing_yet(env, capsys, tmp_path):
+    (tmp_path / "settings").mkdir()  # a store's table folder, empty
     code, out, _ = run_cli(["status", "--store", str(tmp_path), "--json"], capsys)
     assert code == 0
     assert json.loads(out)["totals"] == {}
