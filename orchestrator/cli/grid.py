@@ -103,6 +103,7 @@ def cmd_run(args) -> int:
             f"  (pandas.read_parquet('{config.store}/scores'))" if "://" not in config.store else ""
         )
         _out(f"store: {config.store}{hint}")
+        _out(_next_steps(config.store, table))
     if not outcome.grid.done:
         # Exit 1 whenever the grid asked for is not complete, also when its failures are from
         # an earlier run: a script must not believe an incomplete grid is done.
@@ -110,6 +111,21 @@ def cmd_run(args) -> int:
         sys.stderr.write(f"reprogrid run: {outcome.grid.summary()}{retry}\n")
         return 1
     return 0
+
+
+def _next_steps(store: str, table: list[dict]) -> str:
+    """The commands a user runs on the store next, one `show` for a sample of this grid that
+    the harness's prompt slicing cut (docs/report.md, "Decode mismatch")."""
+    from orchestrator.cli.problems import default_view_out
+    from orchestrator.cli.report import _default_out
+    from orchestrator.report.mismatch import first_cut_sample, next_commands
+    from storage.store import Store
+
+    keys = [r["setting_key"] for r in table if (r.get("n_decode_mismatch") or 0) > 0]
+    cut = first_cut_sample(Store(store), keys) if keys else None
+    view = str(default_view_out(store) / "index.html")
+    lines = next_commands(store, _default_out(store), view, cut)
+    return "\nnext:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def cmd_plan(args) -> int:

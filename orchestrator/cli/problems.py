@@ -61,6 +61,7 @@ def register(sub) -> None:
 
 
 def _show_text(sample, setting: dict) -> str:
+    from orchestrator.report.mismatch import SAMPLE_NOTE
     from orchestrator.report.problems import setting_axes, setting_label
 
     label = setting_label(setting_axes(setting))
@@ -69,6 +70,7 @@ def _show_text(sample, setting: dict) -> str:
         for f, on in (
             ("prompt truncated", sample.prompt_truncated),
             ("hit the length limit", sample.hit_length_limit),
+            ("decode mismatch", sample.decode_mismatch),
         )
         if on
     ]
@@ -80,6 +82,7 @@ def _show_text(sample, setting: dict) -> str:
         + (f" (stored outcome {sample.outcome})" if sample.outcome != sample.state.value else "")
         + (f"  [{', '.join(flags)}]" if flags else ""),
         f"error    {error or '-'}",
+        *([f"note     {SAMPLE_NOTE}"] if sample.decode_mismatch else []),
         f"--- prompt ({sample.n_prompt_tokens} tokens) ---",
         sample.prompt.rstrip("\n"),
         f"--- continuation ({sample.n_output_tokens} tokens) ---",

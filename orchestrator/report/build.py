@@ -50,6 +50,7 @@ from orchestrator.report.data import (
 )
 from orchestrator.report.evidence import evidence_tables
 from orchestrator.report.grid import COUNTS_DERIVED, KIND_STORED, grid_frame, read_frame
+from orchestrator.report.mismatch import mismatch_notes
 from orchestrator.report.pivot import pivot_table
 from orchestrator.report.provenance import provenance_tables, skipped_table
 from orchestrator.report.published import Published, all_matches, published, store_cards
@@ -87,11 +88,8 @@ def _records(items: Sequence[Any], kind: type) -> pd.DataFrame:
 
 def _grid_tables(grid: pd.DataFrame) -> list[ReportTable]:
     shown = grid.drop(columns=["exact"])
-    hit = (
-        (shown["n_prompt_truncated"].fillna(0) > 0)
-        | (shown["n_hit_length_limit"].fillna(0) > 0)
-        | (shown["n_decode_mismatch"].fillna(0) > 0)
-    )
+    counts = ["n_prompt_truncated", "n_hit_length_limit", "n_decode_mismatch"]
+    hit = (shown[counts].fillna(0) > 0).any(axis=1)
     limits = shown.loc[hit, list(LIMIT_COLUMNS)].reset_index(drop=True)
     no_limits = (
         "No prompt was truncated, no generation hit the length limit and no harness slice was "
@@ -263,9 +261,10 @@ def _notes(
 
 
 def _trust_notes(grid: pd.DataFrame, matches: Sequence[LiteratureMatch]) -> list[str]:
-    """What a reader must know before quoting a number: pilots, inferred template kinds, and
-    how many reported values each obtainability rule gives."""
-    notes = []
+    """What a reader must know before quoting a number: settings whose samples the harness's
+    prompt slicing cut (report/mismatch.py), pilots, inferred template kinds, and how many
+    reported values each obtainability rule gives."""
+    notes = mismatch_notes(grid)
     pilots = grid[grid["subset"] != ""] if len(grid) else grid
     if len(pilots):
         notes.append(

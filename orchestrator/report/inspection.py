@@ -101,6 +101,8 @@ class Sample:
     hit_length_limit: bool
     n_prompt_tokens: int | None
     n_output_tokens: int | None
+    # the harness's prompt slicing cut the continuation in the wrong place (report/mismatch.py)
+    decode_mismatch: bool
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "state": self.state.value}
@@ -173,6 +175,7 @@ def samples_from_rows(
                 hit_length_limit=hit,
                 n_prompt_tokens=g.get("n_prompt_tokens"),
                 n_output_tokens=g.get("n_output_tokens"),
+                decode_mismatch=bool(g.get("decode_mismatch")),
             )
         )
     return out

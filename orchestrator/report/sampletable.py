@@ -37,6 +37,7 @@ SAMPLE_FIELDS = (
     "error_message",
     "n_prompt_tokens",
     "n_output_tokens",
+    "decode_mismatch",  # the harness's prompt slicing cut it in the wrong place (mismatch.py)
 )
 _TEXTS = ("prompt", "continuation", "program")  # generations' texts, told apart by Arrow
 _INTEGERS = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
@@ -75,6 +76,7 @@ class SampleTable:
     error_message: list[str | None]
     n_prompt_tokens: list[int | None]
     n_output_tokens: list[int | None]
+    decode_mismatch: list[bool]
     passed: dict[tuple[str, str], list[bool]]  # (setting key, task) -> flags in sample order
 
     def states(self) -> dict[tuple[str, str], list[str]]:
@@ -116,6 +118,7 @@ class SampleTable:
             messages,
             self.n_prompt_tokens[a:b],
             self.n_output_tokens[a:b],
+            self.decode_mismatch[a:b],
             strict=True,
         )
         return {
@@ -255,5 +258,6 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
         error_message=_taken(executions.column("error_message"), executed),
         n_prompt_tokens=generations.column("n_prompt_tokens").take(positions(order)).to_pylist(),
         n_output_tokens=generations.column("n_output_tokens").take(positions(order)).to_pylist(),
+        decode_mismatch=_flags(generations.column("decode_mismatch"))[order].astype(bool).tolist(),
         passed=passed,
     )

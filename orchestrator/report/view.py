@@ -63,17 +63,9 @@ ASSETS = {
     "problems.js": "problems.js",
     "problems.css": "problems.css",
 }
-GENERATION_COLUMNS = (
-    "setting_key",
-    "task_id",
-    "sample_index",
-    "prompt",
-    "continuation",
-    "program",
-    "n_prompt_tokens",
-    "n_output_tokens",
-    "prompt_truncated",
-    "hit_length_limit",
+GENERATION_COLUMNS = tuple(
+    """setting_key task_id sample_index prompt continuation program n_prompt_tokens
+    n_output_tokens prompt_truncated hit_length_limit decode_mismatch""".split()
 )
 # what groups_of, matrix and the setting axes read of a settings row
 SETTING_COLUMNS = ("setting_key", "status", "model_name", *SHOWN_AXES, "template_kind")

@@ -287,3 +287,26 @@ def test_a_60_setting_model_at_1400_px(browser, tmp_path):
     shot = Path(tmp_path) / "problems-60.png"
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_a_sample_the_harness_slicing_cut_says_so_in_its_panel(browser, tmp_path):
+    """A sample flagged `decode_mismatch` (the harness's prompt slicing cut its continuation):
+    its panel says so and points to the docs; a sample of the same setting without the flag
+    does not."""
+    keys = write_view_store(str(tmp_path / "store"))
+    store = Store(str(tmp_path / "store"))
+    rows = store.read_shard("generations", keys[1]).to_pylist()
+    cut = [r | {"decode_mismatch": r["task_id"] == "Python/3"} for r in rows]
+    store.write_rows("generations", keys[1], cut)
+    out = tmp_path / "view"
+    assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
+    open_page(browser, (out / "index.html").as_uri(), "m0")
+    cell(browser, "Python/3", keys[1]).click()
+    note = wait_for(browser, "document.getElementById('detail-mismatch')?.textContent")
+    assert note.startswith("Decode mismatch: the harness's prompt slicing cut this continuation")
+    assert 'docs/report.md, "Decode mismatch"' in note.replace("\u201c", '"').replace("\u201d", '"')
+    browser.save_screenshot(str(tmp_path / "decode-mismatch.png"))
+    cell(browser, "Python/2", keys[1]).click()
+    wait_for(browser, "document.querySelector('#detail h2')?.textContent.startsWith('Python/2')")
+    assert browser.find_element(By.ID, "detail-program")  # the panel is drawn, without the note
+    assert not browser.find_elements(By.ID, "detail-mismatch")

@@ -262,10 +262,14 @@
       const code = CODE_OF[sample.state] || "_";
       const err = sample.error_type || sample.error_message ? "<div class=\"err\" id=\"detail-error\">" + esc(sample.error_type || "") +
         (sample.error_message !== null && sample.error_message !== undefined ? ": " + esc(t(sample.error_message)) : "") + "</div>" : "<div id=\"detail-error\" class=\"muted\">no error recorded</div>";
+      // the harness's prompt slicing cut this continuation (orchestrator/report/mismatch.py)
+      const cut = sample.decode_mismatch ? "<div class=\"warn\" id=\"detail-mismatch\"><b>Decode mismatch:</b> the harness's prompt slicing " +
+        "cut this continuation in the wrong place: the decoded text does not start with the prompt (e.g. a BOS token that is also the " +
+        "template's text was dropped), so characters of the continuation are lost. See docs/report.md, &ldquo;Decode mismatch&rdquo;.</div>" : "";
       $("detail").innerHTML = "<h2>" + esc(task) + " &middot; " + esc(s.label) + " <span class=\"muted\">" + esc(s.key.slice(0, 12)) +
         " &middot; sample " + sample.i + " of " + samples.length + "</span></h2>" +
         "<p><span class=\"sw s" + code + "\">" + code + "</span> <b id=\"detail-state\">" + esc(STATES[code] ? STATES[code][1] : sample.state) + "</b>" +
-        " <span class=\"muted\">outcome " + esc(sample.outcome || "none") + " &middot; " + (sample.n_prompt_tokens ?? "?") + " prompt tokens, " + (sample.n_output_tokens ?? "?") + " output tokens</span></p>" + err +
+        " <span class=\"muted\">outcome " + esc(sample.outcome || "none") + " &middot; " + (sample.n_prompt_tokens ?? "?") + " prompt tokens, " + (sample.n_output_tokens ?? "?") + " output tokens</span></p>" + err + cut +
         "<div class=\"texts\"><div><h3>Prompt</h3><pre id=\"detail-prompt\">" + esc(t(sample.prompt)) + "</pre></div>" +
         "<div><h3>Raw continuation</h3><pre id=\"detail-continuation\">" + esc(t(sample.continuation)) + "</pre></div>" +
         "<div><h3>Program (post-processed, as tested)</h3><pre id=\"detail-program\">" + esc(t(sample.program)) + "</pre></div></div>";

@@ -106,6 +106,21 @@ def test_a_problem_file_names_its_fields_once_and_stores_each_text_once():
     assert rows[2]["error_message"] is None and text[rows[2]["program"]] == gens[0]["program"]
 
 
+def test_a_problem_file_flags_each_sample_the_harness_slicing_cut():
+    gens = [
+        generation("a", "Python/0", 0, mismatch=True),
+        generation("a", "Python/0", 1),
+        {**generation("b", "Python/0", 0), "decode_mismatch": None},  # not set: not flagged
+    ]
+    shown = sample_table(*_tables(gens, []), keys=["a", "b"]).problem_file(0)
+    rows = [dict(zip(SAMPLE_FIELDS, row, strict=True)) for row in shown["samples"]]
+    assert [(r["setting"], r["i"], r["decode_mismatch"]) for r in rows] == [
+        (0, 0, True),
+        (0, 1, False),
+        (1, 0, False),
+    ]
+
+
 def test_an_absent_text_shows_as_empty_and_is_the_empty_text():
     gens = [
         {**generation("a", "Python/0", 0), "prompt": None},
@@ -137,6 +152,7 @@ def _one_at_a_time(gens: list[dict], execs: list[dict], keys: list[str]) -> dict
             e.get("error_message") if e else None,
             g.get("n_prompt_tokens"),
             g.get("n_output_tokens"),
+            bool(g["decode_mismatch"]),
         )
         out.setdefault(g["task_id"], []).append(shown)
     return {task: sorted(rows, key=lambda r: r[:2]) for task, rows in out.items()}
@@ -153,6 +169,7 @@ def test_the_problem_files_are_those_built_one_sample_at_a_time():
                 gen = generation(key, f"Python/{task}", i, truncated=rng.random() < 0.1)
                 gen.update(
                     hit_length_limit=rng.random() < 0.2,
+                    decode_mismatch=rng.choice([True, False, None]),
                     program=rng.choice([None, f"p{task}", f"q{task}{i}"]),
                     n_prompt_tokens=rng.randrange(50, 90),
                     n_output_tokens=rng.choice([None, 10, 20]),

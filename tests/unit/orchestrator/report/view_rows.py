@@ -23,6 +23,7 @@ def generation(key: str, task: str, i: int, **flags: bool) -> dict:
         "program": None,
         "prompt_truncated": flags.get("truncated", False),
         "hit_length_limit": flags.get("hit", False),
+        "decode_mismatch": flags.get("mismatch", False),
     }
 
 
