@@ -12,9 +12,9 @@ from enum import StrEnum
 import pyarrow as pa
 
 # 2: a setting's run-time facts; 3: the problem selection; 4: an import's claimed backend;
-# 5: the benchmark card of a setting and the exact counts behind a score (the columns added are
-# marked "2" to "5")
-SCHEMA_VERSION = "5"
+# 5: the benchmark card of a setting and the exact counts behind a score; 6: a setting's
+# provenance as structured values (the columns added are marked "2" to "6")
+SCHEMA_VERSION = "6"
 
 
 class SettingStatus(StrEnum):
@@ -112,12 +112,22 @@ SETTINGS = pa.schema(
         # generations are executed again.
         _added("execution_key", _str, "2"),
         _added("execution_json", _str, "2"),
-        # provenance, filled when the setting has been generated
+        # provenance, filled when the setting has been generated. Its engine as structured
+        # values (storage/provenance.py reads them, and the flat columns of older rows): every
+        # library it generated with, {library: [version, ...]} (canonical JSON), and every
+        # host, Ray node, device and effective dtype its chunks ran on. The flat columns hold
+        # their readable text ("torch 2.13.0+cpu, transformers 5.19.0"; values joined with
+        # ", "), for display only.
         ("hostname", _str),
         ("node_id", _str),
         ("device", _str),
         ("backend_version", _str),
         ("effective_dtype", _str),
+        _added("backend_versions_json", _str, "6"),
+        _added("hostnames", pa.list_(_str), "6"),
+        _added("node_ids", pa.list_(_str), "6"),
+        _added("devices", pa.list_(_str), "6"),
+        _added("effective_dtypes", pa.list_(_str), "6"),
         ("tokenizer_sha256", _str),
         ("chat_template_sha256", _str),
         ("engine_options_json", _str),
