@@ -26,9 +26,9 @@ from storage.store import Store
 UNREAD = frozenset({ProblemKind.TEMPORARY_FILE, ProblemKind.COMPACTION_LEFTOVER})
 REMEDY = (
     "`reprogrid verify --fix{store}` moves the damaged file(s) to the store's quarantine/ "
-    "folder and the next `reprogrid run` redoes what they held; or pass --skip-damaged to "
-    "answer without the settings they hold (each one named)"
+    "folder and the next `reprogrid run` redoes what they held"
 )
+SKIP = "; or pass --skip-damaged to answer without the settings they hold (each one named)"
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,18 @@ class StoreDamage:
         }
 
 
-def damaged_error(damage: StoreDamage) -> StoreDamaged:
-    """The refusal: every damaged file (and the settings it holds), then the way out."""
+def damaged_error(damage: StoreDamage, skippable: bool = True) -> StoreDamaged:
+    """The refusal: every damaged file (and the settings it holds), then the way out (and
+    --skip-damaged, when leaving their settings out still answers: `skippable`)."""
     lines = [f"  {f.describe()}{_whose(f)}" for f in damage.files]
     store = f" --store {damage.store}" if damage.store else ""
     return StoreDamaged(
         f"store {damage.store}: {len(damage.files)} file(s) this command reads fail their "
-        "checks:\n" + "\n".join(lines) + "\n" + REMEDY.format(store=store)
+        "checks:\n"
+        + "\n".join(lines)
+        + "\n"
+        + REMEDY.format(store=store)
+        + (SKIP if skippable else "")
     )
 
 

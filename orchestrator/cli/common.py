@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.damage import StoreDamage
 
 OVERRIDES_HELP = (
     "Hydra overrides, e.g. model=tiny template=instruct decoding=greedy max_length=2048 "
@@ -84,3 +89,36 @@ def normalize_store_args(argv: list[str], override_commands: set[str]) -> list[s
     if command in override_commands:
         return [*head, command, *kept, f"store={store}"]
     return [*head, command, *kept, "--store", store]
+
+
+SKIP_DAMAGED_HELP = (
+    "answer without the settings whose files fail their checks, naming each one left out and "
+    "why{where} (default: refuse a store with damaged files, exit status 1, naming each file; "
+    "`reprogrid verify --fix` moves them to the quarantine)"
+)
+
+
+def add_skip_damaged(parser: argparse.ArgumentParser, where: str = "") -> None:
+    """`--skip-damaged` (docs/report.md, "Damaged files"); `where`: where the command names
+    the settings it leaves out."""
+    parser.add_argument(
+        "--skip-damaged", action="store_true", help=SKIP_DAMAGED_HELP.format(where=where)
+    )
+
+
+def damage_of(
+    store: str, tables: Sequence[str], skip: bool, keys: Collection[str] | None = None
+) -> StoreDamage:
+    """The damaged files among those of `tables` (of the settings `keys`, if given) that a
+    command reads, checked before it answers (storage/damage.py): StoreDamaged (exit 1) unless
+    `skip`, else what it leaves out."""
+    from storage.damage import check_damage
+    from storage.store import Store
+
+    return check_damage(Store(store), tables, skip, keys)
+
+
+def print_left_out(damage: StoreDamage) -> None:
+    """A note per setting left out (and per damaged file of no setting)."""
+    for line in damage.left_out():
+        out(f"note: {line}")

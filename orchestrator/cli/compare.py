@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.cli.common import add_store, existing_store
+from orchestrator.cli.common import add_skip_damaged, add_store, damage_of, existing_store
 from orchestrator.cli.common import out as _out
 
 
@@ -55,19 +55,23 @@ def register(sub) -> None:
         help="resampling seed (default 0, the report's: the same numbers as its comparisons)",
     )
     p.add_argument("--json", action="store_true", help="print as JSON")
+    add_skip_damaged(p, " in notes (and in --json's `left_out`)")
 
 
 def cmd_compare(args) -> int:
+    from orchestrator.report.damaged import COMPARE_READS
     from orchestrator.report.pairs import compare_settings, render_compare
 
+    damage = damage_of(existing_store(args.store), COMPARE_READS, args.skip_damaged)
     data = compare_settings(
-        existing_store(args.store),
+        args.store,
         args.a,
         args.b,
         args.where,
         n_resamples=args.resamples,
         confidence=args.confidence,
         seed=args.seed,
+        damage=damage,
     )
     _out(json.dumps(data, indent=2) if args.json else render_compare(data))
     return 0

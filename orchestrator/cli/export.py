@@ -11,7 +11,13 @@ import argparse
 import logging
 import time
 
-from orchestrator.cli.common import add_store, existing_store
+from orchestrator.cli.common import (
+    add_skip_damaged,
+    add_store,
+    damage_of,
+    existing_store,
+    print_left_out,
+)
 from orchestrator.cli.common import out as _out
 
 logger = logging.getLogger(__name__)
@@ -87,6 +93,11 @@ def register(sub) -> None:
         choices=[r.value for r in EvaluatorRelationship],
         help="who ran the evaluation, against the model (default third_party)",
     )
+    add_skip_damaged(
+        p,
+        " in printed notes and, eee, in <out>/left_out.json; mlflow, as experiment tags "
+        "reprogrid.left_out.<setting key>",
+    )
 
 
 def repo_id_from_config(model_name: str) -> str | None:
@@ -105,6 +116,7 @@ def repo_id_from_config(model_name: str) -> str | None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from orchestrator.cli.report import card_from_registry, data_dir_from_config
+    from orchestrator.report.damaged import EEE_READS
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.eee import EeeOptions, EvaluatorRelationship
     from orchestrator.report.export import (
@@ -120,6 +132,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     existing_store(args.store)
     if args.out is None:
         raise ValueError("export --format eee needs --out DIR (the folder for the records)")
+    damage = damage_of(args.store, EEE_READS, args.skip_damaged)
     options = EeeOptions(
         organization=args.organization,
         relationship=EvaluatorRelationship(args.evaluator_relationship),
@@ -136,7 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             card_of=card_from_registry,
         )
         literature = LiteratureSource(given, repo_id_from_config)
-    summary = export_eee(Store(args.store), args.out, options, literature, int(time.time()))
+    summary = export_eee(Store(args.store), args.out, options, literature, int(time.time()), damage)
     for note in summary.notes:
         _out(f"note: {note}")
     left_out = f" ({summary.pilots_left_out} pilot(s) left out)" if summary.pilots_left_out else ""
@@ -173,6 +186,7 @@ def tracking_uri_of(given: str | None, environment: str | None, store: str) -> t
 def _export_mlflow(args: argparse.Namespace) -> int:
     import os
 
+    from orchestrator.report.damaged import MLFLOW_READS, left_out_by_name, rows_without_damaged
     from orchestrator.report.data import ReportOptions
     from orchestrator.report.export import problem_counts_of
     from orchestrator.report.grid import read_frame
@@ -183,8 +197,9 @@ def _export_mlflow(args: argparse.Namespace) -> int:
     from storage.store import Store
 
     store = Store(existing_store(args.store))
-    scores = records(read_frame(store, "scores"))
-    settings = records(read_frame(store, "settings"))
+    damage = damage_of(args.store, MLFLOW_READS, args.skip_damaged)
+    scores = rows_without_damaged(records(read_frame(store, "scores")), damage)
+    settings = rows_without_damaged(records(read_frame(store, "settings")), damage)
     pass1 = [s["setting_key"] for s in scores if s.get("metric") == "pass@1"]
     runs = tracked_runs(scores, settings, problem_counts_of(store, pass1), ReportOptions())
     index = build_index(store)
@@ -200,7 +215,9 @@ def _export_mlflow(args: argparse.Namespace) -> int:
         lambda key: export_entries(store, key, index),
         int(time.time() * 1000),
         allow_file_store=default,
+        left_out=left_out_by_name(damage),
     )
+    print_left_out(damage)
     _out(
         f"mlflow {summary.tracking_uri}: experiment {summary.experiment!r} "
         f"(id {summary.experiment_id}): {len(summary.created)} run(s) created, "

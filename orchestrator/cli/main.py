@@ -23,6 +23,7 @@ from typing import NoReturn
 from orchestrator.cli import backends, compare, export, grid, problems, report, store, tools
 from orchestrator.cli.common import normalize_store_args
 from orchestrator.errors import ClusterError, ConfigError, Interrupted
+from storage.errors import StoreDamaged
 from storage.store import StoreError
 
 EXTENSIONS = (grid, report, store, backends, tools, export, compare, problems)
@@ -150,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _stdout_closed()
+    except StoreDamaged as e:  # the input is fine, the store is not: 1, as `verify` exits
+        sys.stderr.write(f"reprogrid {args.command}: {e}\n")
+        return 1
     except (ConfigError, StoreError, ClusterError, ValueError, FileNotFoundError) as e:
         sys.stderr.write(f"reprogrid {args.command}: error: {e}\n")
         return 2

@@ -10,7 +10,13 @@ import argparse
 import json
 from pathlib import Path
 
-from orchestrator.cli.common import add_store, existing_store
+from orchestrator.cli.common import (
+    add_skip_damaged,
+    add_store,
+    damage_of,
+    existing_store,
+    print_left_out,
+)
 from orchestrator.cli.common import out as _out
 
 
@@ -35,6 +41,11 @@ def register(sub) -> None:
         help="also show the same sample under setting KEY2, with a unified diff of the programs",
     )
     p.add_argument("--json", action="store_true", help="print the sample(s) and diff as JSON")
+    add_skip_damaged(
+        p,
+        ": the --diff setting's sample is then left out (the setting asked for is refused "
+        "either way: it cannot be shown without its files)",
+    )
     v = sub.add_parser(
         "view",
         help="write the problems view (problems x settings in the browser) of a store",
@@ -58,6 +69,7 @@ def register(sub) -> None:
         metavar="N",
         help="bootstrap resamples of each paired comparison (default 10000, as `compare`)",
     )
+    add_skip_damaged(v, " in printed notes")
 
 
 def _show_text(sample, setting: dict) -> str:
@@ -94,6 +106,7 @@ def _show_text(sample, setting: dict) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from orchestrator.report.damaged import SHOW_READS
     from orchestrator.report.inspection import (
         pick_sample,
         problem_samples,
@@ -101,12 +114,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         resolve_setting,
         setting_row,
     )
+    from storage.damage import damaged_error
     from storage.store import Store
 
     store = Store(existing_store(args.store))
     keys = [resolve_setting(store, args.setting)]
     if args.diff is not None:
         keys.append(resolve_setting(store, args.diff))
+    damage = damage_of(args.store, SHOW_READS, args.skip_damaged, keys)
+    if keys[0] in damage.settings:  # the setting asked for cannot be left out
+        raise damaged_error(damage, skippable=False)
+    keys = [k for k in keys if k not in damage.settings]
     picked = [pick_sample(problem_samples(store, k, args.problem), args.sample) for k in keys]
     settings = [setting_row(store, k) for k in keys]
     diff = program_diff(picked[0], picked[1]) if len(picked) == 2 else None
@@ -114,11 +132,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = [
             s.to_json() | {"setting": _plain(r)} for s, r in zip(picked, settings, strict=True)
         ]
-        payload: dict = {"sample": shown[0]}
+        payload: dict = {"sample": shown[0], "left_out": list(damage.left_out())}
         if diff is not None:
             payload.update(other=shown[1], diff=diff)
         _out(json.dumps(payload, indent=2, default=str))
         return 0
+    print_left_out(damage)
     _out(_show_text(picked[0], settings[0]))
     if diff is not None:
         _out("")
@@ -156,8 +175,9 @@ def default_view_out(store: str) -> Path:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    from orchestrator.report.damaged import VIEW_READS, groups_without_damaged
     from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import write_view
+    from orchestrator.report.view import view_groups, write_view
     from orchestrator.report.viewpool import one_blas_thread, small_pages, view_workers
     from storage.store import Store
 
@@ -167,7 +187,13 @@ def cmd_view(args: argparse.Namespace) -> int:
     link = "../report.html" if (out.parent / "report.html").is_file() else None
     # as its workers do (one BLAS thread: before any thread of this process starts)
     with one_blas_thread(), small_pages():
-        summary = write_view(store, out, options, report_link=link, workers=view_workers())
+        # every file the view reads, checked first: refused, or its settings left out
+        damage = damage_of(args.store, VIEW_READS, args.skip_damaged)
+        groups = groups_without_damaged(view_groups(store), damage)
+        summary = write_view(
+            store, out, options, report_link=link, workers=view_workers(), groups=groups
+        )
+    print_left_out(damage)
     _out(
         f"problems view: {len(summary.groups)} model(s), {summary.n_settings} setting(s), "
         f"{summary.n_problem_files} problem file(s); the page opens with "

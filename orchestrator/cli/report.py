@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from orchestrator.cli.common import add_store, existing_store
+from orchestrator.cli.common import add_skip_damaged, add_store, damage_of, existing_store
 from orchestrator.cli.common import out as _out
 from workers.card import BenchmarkCard
 
@@ -79,6 +79,7 @@ def _register_report(sub) -> None:
     )
     p.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default 0)")
+    add_skip_damaged(p, " in the first lines of the report and its notes")
 
 
 def _register_export(sub) -> None:
@@ -167,10 +168,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         workers = view_workers() if html else 0
         pool = owned.enter_context(ViewPool(workers, behind=True)).start() if workers > 1 else None
         background = owned.enter_context(ThreadPoolExecutor(1))  # ends before the pool does
+        from orchestrator.report.damaged import groups_without_damaged, report_reads
         from orchestrator.report.data import ReportOptions
         from orchestrator.report.view import VIEW_DIR, groups_at, view_groups
         from storage.store import Store
 
+        # every file the report reads, checked before it reads any: a damaged one refused, or
+        # with --skip-damaged its settings left out and named (orchestrator/report/damaged.py)
+        damage = damage_of(args.store, report_reads(html), args.skip_damaged)
         defaults = ReportOptions()
         options = ReportOptions(
             own_template_of=own_template_from_config,
@@ -182,6 +187,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
             confidence=args.confidence if args.confidence is not None else defaults.confidence,
             seed=args.seed if args.seed is not None else defaults.seed,
+            damage=damage,
         )
         out = Path(args.out or _default_out(args.store))
         groups: Future = Future()  # the view's groups (`view_groups`)
@@ -204,7 +210,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             checked_ok.set()
             data = finish_report(checked)
             if html:  # the report's setting keys link to their column in the view
-                shown = {str(s["setting_key"]) for g in groups.result() for s in g.settings}
+                shown = {
+                    str(s["setting_key"])
+                    for g in groups_without_damaged(groups.result(), damage)
+                    for s in g.settings
+                }
                 link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
             paths = write_report(data, out, formats, link)
             view = view_job.result() if view_job is not None else None
@@ -230,6 +240,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _write_problems_view(store: str, out: Path, options, groups: Future, stop, ready, pool):
+    from orchestrator.report.damaged import groups_without_damaged
     from orchestrator.report.problems import PairOptions
     from orchestrator.report.view import VIEW_DIR, write_view
     from orchestrator.report.viewpool import view_workers
@@ -242,7 +253,7 @@ def _write_problems_view(store: str, out: Path, options, groups: Future, stop, r
         pairing,
         report_link="../report.html",
         workers=view_workers(),
-        groups=groups.result(),
+        groups=groups_without_damaged(groups.result(), options.damage),
         cancel=stop,
         ready=ready,
         pool=pool,

@@ -345,7 +345,7 @@ def check_report(store_uri: str, options: ReportOptions | None = None) -> Checke
     baseline, the literature and mapping files); raises as `build_report` does."""
     options = options or ReportOptions()
     store = Store(store_uri)
-    settings = read_frame(store, "settings")
+    settings = options.without_damaged(read_frame(store, "settings"))  # --skip-damaged
     counts: dict[str, ProblemCounts] = {}
     grid = grid_frame(store, settings, options, counts)
     rows = _effect_rows(grid)
@@ -380,7 +380,7 @@ def finish_report(checked: CheckedReport) -> ReportData:
         *provenance_tables(settings, runs, store.writer_active()),
     ]
     matches = all_matches(parts)
-    notes = card_notes + [f"{p.problem}" for p in parts if p.problem is not None]
+    notes = [*options.left_out(), *card_notes, *(p.problem for p in parts if p.problem)]
     return ReportData(
         store=store_uri,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -396,4 +396,5 @@ def finish_report(checked: CheckedReport) -> ReportData:
             "benchmarks": _sources(parts),
         },
         cards=tuple(cards[name] for name in sorted(cards)),
+        left_out=options.left_out(),
     )

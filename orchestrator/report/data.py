@@ -11,6 +11,8 @@ import pandas as pd
 from orchestrator.analysis.baseline import DEFAULT_BASELINE
 from orchestrator.analysis.effects import EffectPair
 from orchestrator.analysis.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+from orchestrator.report.damaged import left_out, without_damaged
+from storage.damage import StoreDamage
 from workers.card import BenchmarkCard
 
 # A model's own template by model name, for settings rows that do not record their template
@@ -42,6 +44,17 @@ class ReportOptions:
     n_resamples: int = DEFAULT_RESAMPLES  # bootstrap resamples per setting
     confidence: float = DEFAULT_CONFIDENCE
     seed: int = DEFAULT_SEED  # bootstrap seed (the same for every setting)
+    # Damaged files of the store found before reading (`--skip-damaged`): the settings they
+    # hold are left out and named first among the notes (None: none were looked for).
+    damage: StoreDamage | None = None
+
+    def left_out(self) -> tuple[str, ...]:
+        """What the report leaves out for `damage`, a line per setting (none without damage)."""
+        return left_out(self.damage)
+
+    def without_damaged(self, settings: pd.DataFrame) -> pd.DataFrame:
+        """The settings rows but those of settings a damaged file holds rows of."""
+        return without_damaged(settings, self.damage)
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,9 @@ class ReportData:
     effect_pairs: tuple[EffectPair, ...]  # Figure 2 inputs
     options: dict[str, Any]
     cards: tuple[BenchmarkCard, ...] = ()  # the store's benchmarks: what the sentences say
+    # The settings left out for damaged files (`ReportOptions.left_out`): the first screen's
+    # first lines, the first notes, and report.json's `left_out`
+    left_out: tuple[str, ...] = ()
 
     def table(self, name: str) -> pd.DataFrame:
         for t in self.tables:

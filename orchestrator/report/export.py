@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.report import damaged
 from orchestrator.report.data import ReportOptions
 from orchestrator.report.eee import EeeOptions, EeeRecord, model_identity, score_logs, subset
 from orchestrator.report.eee_literature import literature_logs
@@ -20,6 +21,7 @@ from orchestrator.report.grid import read_frame
 from orchestrator.report.published import Published, literature_of, store_cards
 from orchestrator.report.records import records
 from orchestrator.report.scored import Scored, scored
+from storage.damage import StoreDamage
 from storage.store import Store
 from workers.scoring import ProblemCounts
 
@@ -117,20 +119,23 @@ def export_eee(
     options: EeeOptions,
     literature: LiteratureSource | None,
     retrieved_at: int,
+    damage: StoreDamage | None = None,
 ) -> ExportSummary:
     """Write every scored setting of `store` (and, unless `literature` is None, the published
     values of each of its benchmarks, by their cards) as Every Eval Ever records under `out`.
     `retrieved_at` (Unix seconds) stamps the literature records; a store record carries its
-    setting's own time."""
+    setting's own time. `damage` (`--skip-damaged`): the settings its files hold are left out,
+    named in `<out>/left_out.json` and first among the notes."""
     root = Path(out)
-    scores = records(read_frame(store, "scores"))
-    frame = read_frame(store, "settings")
+    scores = damaged.rows_without_damaged(records(read_frame(store, "scores")), damage)
+    frame = damaged.without_damaged(read_frame(store, "settings"), damage)
     settings = records(frame)
     runs = records(read_frame(store, "runs"))
     logs = score_logs(scores, settings, runs, _measured(store, scores), options)
     written = _write(logs, root / SCORES_DIR)
     cited: tuple[str, ...] = ()
     notes: list[str] = []
+    damaged.write_left_out(damage, root)
     if literature is not None:
         cards, notes = store_cards(frame, literature.options)
         parts = literature_of(cards, literature.options)
@@ -143,4 +148,4 @@ def export_eee(
         ]
         cited = _write(logs, root / LITERATURE_DIR)
     left_out = 0 if options.pilots else _pilots(scores, settings)
-    return ExportSummary(str(root), written, cited, left_out, tuple(notes))
+    return ExportSummary(str(root), written, cited, left_out, (*damaged.left_out(damage), *notes))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from orchestrator.report.damaged import LEFT_OUT_HEADING
 from orchestrator.report.display import (
     Part,
     TableParts,
@@ -53,6 +54,7 @@ white-space:nowrap;overflow-wrap:normal}td[title]{cursor:help;text-decoration:un
 tr.detail td{color:#555;font-size:11px;border-top:none;background:#fff}
 tr.detail b{font-weight:600;color:#333}img{max-width:100%;border:1px solid #eee}
 .empty{color:#666;font-style:italic}.notes{font-size:13px;color:#333;margin:.4em 0}
+.left-out{font-size:13px;border:2px solid #b00;padding:4px 8px;margin:6px 0}
 details>summary{cursor:pointer;color:#245;font-size:13px;margin:4px 0}
 ul.findings{font-size:13px;max-width:80em;margin:.3em 0;padding-left:1.4em}
 ul.findings li{margin:.15em 0}
@@ -191,6 +193,9 @@ def render_html(
         f'<h1>reprogrid report</h1><p class="meta">Store: <code>{esc(data.store)}</code> · '
         f"generated {esc(data.generated_at)}</p><nav>{nav}</nav>",
     ]
+    if data.left_out:  # before any number: what the answers do not hold, and why
+        lines = "".join(f"<li>{esc(line)}</li>" for line in data.left_out)
+        parts.append(f'<div class="left-out"><b>{esc(LEFT_OUT_HEADING)}</b><ul>{lines}</ul></div>')
     for table in data.tables:
         mine = {cap: png for sec, cap, png in images.values() if sec == table.name}
         parts += _section(data, table, mine, setting_link, table_parts)

@@ -28,6 +28,9 @@ from orchestrator.report.data import ReportOptions
 from orchestrator.report.problems import setting_axes, setting_label
 
 SETTING_TAG = "reprogrid.setting_key"
+# + a setting key (or a damaged file of no setting): why this export left it out (the
+# experiment's tags; docs/report.md, "Damaged files")
+LEFT_OUT_TAG = "reprogrid.left_out."
 ARTIFACT_DIR = "harness"
 ARTIFACT_NAME = "generations.json"
 PARAMS = (
@@ -144,6 +147,16 @@ def _existing(client, experiment_id: str) -> dict[str, str]:
             return found
 
 
+def _tag_left_out(client, experiment_id: str, left_out: Mapping[str, str]) -> None:
+    """An experiment tag per name this export left out; an earlier export's that this one did
+    not leave out are removed, so the tags always speak for the last export."""
+    for name in client.get_experiment(experiment_id).tags:
+        if name.startswith(LEFT_OUT_TAG) and name[len(LEFT_OUT_TAG) :] not in left_out:
+            client.delete_experiment_tag(experiment_id, name)
+    for name, why in left_out.items():
+        client.set_experiment_tag(experiment_id, LEFT_OUT_TAG + name, why)
+
+
 def _experiment(client, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
@@ -195,11 +208,14 @@ def export_mlflow(
     generations_of: Callable[[str], list[list[str]]],
     timestamp_ms: int,
     allow_file_store: bool = False,
+    left_out: Mapping[str, str] | None = None,
 ) -> MlflowSummary:
     """Log `runs` into `experiment` (created if missing) at `tracking_uri`.
     `generations_of(key)` gives the harness entries of a setting (its artifact);
     `allow_file_store`: open a file: tracking URI although MLflow 3 keeps that store in
-    maintenance mode (reprogrid's default store is one; a URI the user names is MLflow's call)."""
+    maintenance mode (reprogrid's default store is one; a URI the user names is MLflow's call).
+    `left_out`: what the export left out (a setting key or file -> why), as experiment tags
+    LEFT_OUT_TAG + name, which replace an earlier export's."""
     try:
         from mlflow.exceptions import MlflowException
     except ImportError as e:
@@ -208,7 +224,9 @@ def export_mlflow(
         ) from e
     try:
         with _file_store_allowed(allow_file_store):
-            return _log_runs(runs, tracking_uri, experiment, generations_of, timestamp_ms)
+            return _log_runs(
+                runs, tracking_uri, experiment, generations_of, timestamp_ms, left_out or {}
+            )
     except MlflowException as e:
         raise TrackerError(f"MLflow at {tracking_uri}: {e} ({_hint(str(e), tracking_uri)})") from e
 
@@ -219,6 +237,7 @@ def _log_runs(
     experiment: str,
     generations_of: Callable[[str], list[list[str]]],
     timestamp_ms: int,
+    left_out: Mapping[str, str],
 ) -> MlflowSummary:
     """Create or update one run per setting (found again by its setting tag)."""
     from mlflow.entities import Metric, Param, RunTag
@@ -226,6 +245,7 @@ def _log_runs(
 
     client = MlflowClient(tracking_uri=tracking_uri)
     experiment_id = _experiment(client, experiment)
+    _tag_left_out(client, experiment_id, left_out)
     existing = _existing(client, experiment_id)
     created, updated = [], []
     for run in runs:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.report import plots, wording
+from orchestrator.report.damaged import LEFT_OUT_HEADING
 from orchestrator.report.display import (
     Part,
     TableParts,
@@ -84,6 +85,8 @@ def render_markdown(
     another format has them."""
     parts = parts or TableParts()
     out = [f"# reprogrid report\n\nStore: `{data.store}` · generated {data.generated_at}\n"]
+    if data.left_out:  # before any number: what the answers do not hold, and why
+        out += [f"**{LEFT_OUT_HEADING}**\n", *(f"- {line}" for line in data.left_out), ""]
     for table in data.tables:
         out.append(f"\n## {title(table.name)}\n\n{description(data, table.name)}\n")
         sentences = sentence_list(table.name, table.frame)
@@ -144,6 +147,7 @@ def render_json(data: ReportData) -> str:
         "generated_at": data.generated_at,
         "options": data.options,
         "notes": list(data.notes),
+        "left_out": list(data.left_out),
         "tables": {
             t.name: {
                 "title": title(t.name),
