@@ -286,7 +286,10 @@ class EngineInfo:
     """What the backend actually loaded: recorded next to what was requested."""
 
     backend: str  # the registry name
-    backend_version: str
+    # library -> version the engine generated with; its own library under its definition's
+    # `export_name` (hf: transformers, vllm: vllm), the version an export names. Empty: no
+    # library generated (replayed or fake text).
+    backend_versions: dict[str, str]
     device: str | None  # None: no device ran a model (replayed or imported generations)
     effective_dtype: str
     model_revision: str

@@ -35,6 +35,7 @@ from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.data import CardLookup
 from orchestrator.report.formats import EvaluatorRelationship
 from orchestrator.report.scored import Scored
+from storage.provenance import LISTED, engine_version, values_of, values_text
 from workers.card import BenchmarkCard, card_from_json
 
 SCHEMA_VERSION = "0.3.0"  # every_eval_ever.schema.get_schema_version() of the validated release
@@ -333,6 +334,9 @@ def _provenance(setting: Mapping[str, Any], run: Mapping[str, Any] | None) -> di
     """Where and how the setting was run: the source's `additional_details`."""
     run = run or {}
     values = {name: setting.get(name) for name in PROVENANCE}
+    # hosts, nodes, devices: each once, from the structured values (older rows' text read back)
+    listed = {flat: values_of(setting, column) for column, flat in LISTED.items()}
+    values |= {flat: values_text(v) or None for flat, v in listed.items() if flat in values}
     values |= {name: run.get(name) for name in RUN_PROVENANCE}
     return strings({**values, "run_started_at": epoch(run.get("started_at"))})
 
@@ -345,7 +349,9 @@ def _model_info(
         setting.get("model_repo_id"), name, setting.get("model_family")
     )
     backend = str(setting.get("backend"))
-    engine = {"name": engine_names.get(backend, backend), "version": setting.get("backend_version")}
+    name = engine_names.get(backend, backend)
+    # the engine's own library's version (transformers' for hf), not every library it ran with
+    engine = {"name": name, "version": engine_version(setting, name)}
     claimed = setting.get("claimed_backend")
     if present(claimed):  # an imported file: the engine it claims; its version is not known
         engine = {"name": engine_names.get(str(claimed), str(claimed))}

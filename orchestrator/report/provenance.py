@@ -9,6 +9,15 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.report.data import ReportTable
+from storage.provenance import (
+    LISTED,
+    VERSIONS_COLUMN,
+    VERSIONS_TEXT_COLUMN,
+    values_of,
+    values_text,
+    versions_of,
+    versions_text,
+)
 from storage.schema import RunStatus
 
 SKIP_COLUMNS = tuple(
@@ -46,11 +55,24 @@ def _versions(text: str | None) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(parse_json_field(text).items()))
 
 
+def _engine_text(settings: pd.DataFrame) -> pd.DataFrame:
+    """The engine's provenance as text from its structured values (storage/provenance.py), so
+    that a row written before schema version 6 names each library once too."""
+    columns = [VERSIONS_COLUMN, VERSIONS_TEXT_COLUMN, *LISTED, *LISTED.values()]
+    rows = settings.reindex(columns=columns).astype(object).to_dict("records")
+    out = settings.copy()
+    out[VERSIONS_TEXT_COLUMN] = [versions_text(versions_of(r)) for r in rows]
+    for column, text in LISTED.items():
+        out[text] = [values_text(values_of(r, column)) for r in rows]
+    return out
+
+
 def provenance_tables(
     settings: pd.DataFrame, runs: pd.DataFrame, writer_active: bool
 ) -> list[ReportTable]:
     done = settings[settings["status"] == "complete"].copy() if len(settings) else settings.copy()
     done["library_versions"] = [_versions(t) for t in done.get("library_versions_json", [])]
+    done = _engine_text(done)
     cols = list(PROVENANCE_COLUMNS)
     done = done.reindex(columns=cols).astype(object).fillna("")
     grouped = done.groupby(cols, dropna=False).size().reset_index(name="n_settings")

@@ -42,8 +42,6 @@ from workers.spec import ExecutionBatch
 
 logger = logging.getLogger(__name__)
 
-IMPORT_BACKEND_VERSION = "bigcode-harness generations.json"
-
 
 @dataclass(frozen=True)
 class ImportOutcome:
@@ -151,7 +149,7 @@ def _generations(key: str, setting, samples, elapsed_s: float, file_sha: str, pa
     engine = setting.engine
     info = EngineInfo(
         backend=engine.backend,
-        backend_version=IMPORT_BACKEND_VERSION,
+        backend_versions={},  # made elsewhere, by libraries the harness's file does not name
         device=None,
         effective_dtype=engine.dtype.value,
         model_revision=engine.model.revision,

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
-from workers.backends.openai import PRECISION_REASON, OpenAIOptions
+from workers.backends.openai import OPENAI, PRECISION_REASON, OpenAIOptions
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.keys import setting_key
 from workers.spec import (
@@ -135,7 +135,8 @@ def served(server, cache_dir):
     info = backend.load(
         EngineSpec(tiny(cache_dir), "openai", Dtype.FP32, Quant.NONE, options=options)
     )
-    assert info.backend == "openai" and info.backend_version.startswith("vllm-")
+    assert info.backend == "openai"
+    assert info.backend_versions[OPENAI.export_name].startswith("vllm-")  # the fingerprint
     assert info.options["output_token_ids"] == "server"
     assert info.options["server_max_model_len"] == "2048"
     yield backend
@@ -247,7 +248,8 @@ def test_reprogrid_run_backend_openai_end_to_end(server, env, tmp_path):
     }
     assert set(settings[settings.status == "skipped"].status_reason) == {PRECISION_REASON}
     ran = settings[settings.status == "complete"]
-    assert ran.backend_version.str.startswith("vllm-").all()
+    engine = [json.loads(v)[OPENAI.export_name] for v in ran.backend_versions_json]
+    assert all(len(v) == 1 and v[0].startswith("vllm-") for v in engine)
     options = [json.loads(o) for o in ran.engine_options_json]
     assert {o["base_url"] for o in options} == {server}
     assert {o["output_token_ids"] for o in options} == {"server"}

@@ -2,7 +2,7 @@
 today's code derives, so `plan` sees every setting as done and `run` redoes nothing.
 
 The fixture (tests/fixtures/store_v1, see its README) was written at commit 50cb645, before the
-orchestrator was restructured into wings."""
+orchestrator was restructured into wings; the others are described where they are used."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from orchestrator.cli import main
@@ -192,3 +193,74 @@ def test_an_old_store_compacted_plans_and_runs_as_before(env, capsys, tmp_path):
     assert len(pq.read_table(store / "scores")) == 3  # each setting once
     compact_store(store)
     assert main(["verify", "--store", str(store)]) == 0
+
+
+# -- a chunked store whose provenance was merged as flat text (tests/fixtures/store_v5_chunks) --
+# Written before provenance was structured: the settings row's `backend_version` repeats
+# "transformers 5.19.0, torch 2.13.0+cpu" once per chunk (three). Every reader reads it back as
+# each library once; a run that executes it again stores it structured.
+CHUNKED = [
+    "model=tiny",
+    "benchmark.limit=3",
+    "max_length=384",
+    "template=instruct",
+    "decoding=greedy",
+    "checkpoint.every_samples=1",
+    "cluster.num_cpus=2",
+]
+ONCE = {"torch": ("2.13.0+cpu",), "transformers": ("5.19.0",)}
+
+
+def chunked_store(tmp_path: Path) -> tuple[Path, dict]:
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "store_v5_chunks", store)
+    (row,) = pq.read_table(store / "settings").to_pylist()
+    assert row["backend_version"] == ",".join(["transformers 5.19.0, torch 2.13.0+cpu"] * 3)
+    return store, row
+
+
+def test_a_chunked_old_store_reads_each_library_once(env, capsys, tmp_path):
+    """The reader, the report's provenance table and the EEE export; the writer's upgrade adds
+    the structured columns as null and the row still reads the same."""
+    from storage.provenance import versions_of
+    from storage.store import Store
+    from storage.upgrade import upgrade_shards
+
+    store, row = chunked_store(tmp_path)
+    assert versions_of(row) == ONCE
+    report = ["report", "--store", str(store), "--format", "csv", "--out", str(tmp_path / "r")]
+    assert main(report) == 0
+    (shown,) = pd.read_csv(tmp_path / "r" / "provenance_settings.csv").to_dict("records")
+    assert shown["backend_version"] == "torch 2.13.0+cpu, transformers 5.19.0"
+    assert (
+        main(["export", "--store", str(store), "--format", "eee", "--out", str(tmp_path / "e")])
+        == 0
+    )
+    (record,) = [json.loads(p.read_text()) for p in (tmp_path / "e" / "scores").rglob("*.json")]
+    assert record["model_info"]["inference_engine"] == {"name": "transformers", "version": "5.19.0"}
+    handle = Store(str(store))
+    with handle.writer_lock():
+        assert upgrade_shards(handle) == 1  # the settings shard (scores had every column)
+    (upgraded,) = pq.read_table(store / "settings").to_pylist()
+    assert upgraded["backend_versions_json"] is None and upgraded["hostnames"] is None
+    assert versions_of(upgraded) == ONCE
+    capsys.readouterr()
+    assert main(["verify", "--store", str(store)]) == 0
+
+
+def test_executing_a_chunked_old_setting_again_stores_its_provenance_structured(
+    env, capsys, tmp_path
+):
+    """Another sandbox limit: the stored generations are executed again (nothing generated), and
+    the settings row the run writes keeps their provenance, each library once."""
+    store, old = chunked_store(tmp_path)
+    args = ["run", "--json", *CHUNKED, "execution.timeout_s=11", f"store={store}"]
+    assert main(args) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert (outcome["generated"], outcome["executed"], outcome["engine_loads"]) == (0, 1, 0)
+    (row,) = pq.read_table(store / "settings").to_pylist()
+    assert row["status"] == "complete"
+    assert json.loads(row["backend_versions_json"]) == {k: list(v) for k, v in ONCE.items()}
+    assert row["backend_version"] == "torch 2.13.0+cpu, transformers 5.19.0"
+    assert (row["hostnames"], row["node_ids"]) == (["fixture-host"], [old["node_id"]])
+    assert row["generation_started_at"] == old["generation_started_at"]

@@ -78,6 +78,12 @@ def requests(bench, engine, decoding, max_length, template="instruct", limit=Non
     return bench.requests(setting, setting_key(setting))
 
 
+def vllm_module_version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
 @pytest.fixture(scope="module")
 def bench(problem_set):
     return HumanEvalFix(problem_set)
@@ -89,7 +95,8 @@ def vllm_backend(cache_dir):
 
     backend = VllmBackend()
     info = backend.load(engine_for(cache_dir, "vllm"))
-    assert info.backend == "vllm" and "vllm" in info.backend_version
+    assert info.backend == "vllm" and info.backend_versions["vllm"] == vllm_module_version()
+    assert set(info.backend_versions) >= {"vllm", "torch"}
     assert info.effective_dtype == "float32" and info.device == "cpu"
     assert info.options["max_model_len"] == "2048"
     assert info.options["vllm_enable_v1_multiprocessing"] == "0"
@@ -231,7 +238,9 @@ def test_reprogrid_run_backend_vllm_end_to_end_with_ray(env, tmp_path):
     settings = pd.read_parquet(store / "settings")
     assert set(settings.status) == {"complete"} and len(settings) == 4
     vllm_rows = settings[settings.backend == "vllm"]
-    assert vllm_rows.backend_version.str.contains("vllm").all()
+    # the module's version under "vllm", once, whatever the number of chunks
+    versions = [json.loads(v) for v in vllm_rows.backend_versions_json]
+    assert {tuple(v["vllm"]) for v in versions} == {(vllm_module_version(),)}
     options = [json.loads(o) for o in vllm_rows.engine_options_json]
     assert {o["max_model_len"] for o in options} == {"512"}  # the unit's largest max_length
     generations = pd.read_parquet(store / "generations")

@@ -123,7 +123,9 @@ class BackendDefinition:
 
     name: str = ""  # the registry name: the `backend=` value and the settings rows' `backend`
     engine: str = ""  # "module:Class" implementing Backend, imported on a worker only
-    export_name: str = ""  # its name as an inference engine in exports (Every Eval Ever)
+    # Its name as an inference engine in exports (Every Eval Ever), and the library under which
+    # its engine records its own version (EngineInfo.backend_versions), the version they name.
+    export_name: str = ""
     library: str | None = None  # the module that must be importable for it to run here
     distributions: tuple[str, ...] = ()  # libraries whose versions provenance records
     loads_weights: bool = True  # needs the model's weights: preflight checks they can be had

@@ -107,7 +107,7 @@ class FakeBackend:
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         return EngineInfo(
             FAKE.name,
-            "fake",
+            {},  # no library generates: the text is made up
             "none",
             engine.dtype.value,
             engine.model.revision,

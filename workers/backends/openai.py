@@ -279,8 +279,9 @@ class OpenAIBackend:
         probe = self._probe(self.client)
         return EngineInfo(
             backend=OPENAI.name,
-            # vLLM's fingerprint names its version ("vllm-0.32.0-e57928c0")
-            backend_version=f"{probe.fingerprint or served.get('owned_by')} (OpenAI API)",
+            # The server is the engine: its fingerprint (vLLM's names its version,
+            # "vllm-0.32.0-e57928c0") under the engine's export name.
+            backend_versions={OPENAI.export_name: str(probe.fingerprint or served.get("owned_by"))},
             device="server",
             effective_dtype="unreported",  # the server's choice; the API does not say
             model_revision=tokens.resolved_revision(hf_config, engine.model),

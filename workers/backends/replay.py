@@ -159,7 +159,7 @@ class ReplayBackend:
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         return EngineInfo(
             backend=REPLAY.name,
-            backend_version="replay",
+            backend_versions={},  # no library generates: the text is read back
             device="none",
             effective_dtype="none",
             model_revision=engine.model.revision,

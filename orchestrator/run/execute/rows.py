@@ -9,6 +9,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from storage.provenance import (
+    LISTED,
+    VERSIONS_COLUMN,
+    VERSIONS_TEXT_COLUMN,
+    merged_values,
+    merged_versions,
+    values_of,
+    values_text,
+    versions_json,
+    versions_of,
+    versions_text,
+)
 from storage.schema import SettingStatus
 from workers.benchmarks.base import ScoreSummary
 from workers.keys import canonical_json, engine_key, setting_fields
@@ -110,12 +122,17 @@ def spec_columns(setting: SettingSpec) -> dict[str, Any]:
 
 def provenance_of(result: SettingGenerations, library_versions: str) -> dict[str, Any]:
     info = result.engine_info
+    versions = {library: (version,) for library, version in info.backend_versions.items()}
     return {
-        "hostname": result.worker.hostname,
-        "node_id": result.worker.node_id,
-        "device": info.device,
-        "backend_version": info.backend_version,
-        "effective_dtype": info.effective_dtype,
+        **engine_columns(
+            versions,
+            {
+                "hostnames": (result.worker.hostname,),
+                "node_ids": (result.worker.node_id,),
+                "devices": (info.device or "",),
+                "effective_dtypes": (info.effective_dtype,),
+            },
+        ),
         "tokenizer_sha256": info.tokenizer_sha256,
         "chat_template_sha256": info.chat_template_sha256,
         "engine_options_json": canonical_json(dict(info.options)),
@@ -163,12 +180,40 @@ def generation_rows(
     return rows
 
 
+def engine_columns(
+    versions: Mapping[str, Sequence[str]], listed: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """The engine's provenance columns: its libraries and versions, and every host, node,
+    device and effective dtype (`listed`, by list column), each as a structured column and its
+    readable text (storage/provenance.py)."""
+    values = {column: merged_values(listed[column]) for column in LISTED}
+    return {
+        VERSIONS_COLUMN: versions_json(versions),
+        VERSIONS_TEXT_COLUMN: versions_text(versions),
+        **{column: list(v) for column, v in values.items()},
+        **{LISTED[column]: values_text(v) or None for column, v in values.items()},
+    }
+
+
+def kept_provenance(previous: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """The provenance `fields` an earlier run stored for a setting, kept by a run that only
+    executes it again; a row written before schema version 6 gets its structured columns (and
+    readable text from them: each library once)."""
+    kept = {c: previous.get(c) for c in fields if previous.get(c) is not None}
+    if VERSIONS_TEXT_COLUMN in kept and VERSIONS_COLUMN not in kept:
+        listed = {c: values_of(previous, c) for c in LISTED}
+        kept.update(engine_columns(versions_of(previous), listed))
+    return kept
+
+
 def merged_provenance(
     earlier: Mapping[str, Any] | None, chunk: SettingGenerations, library_versions: str
 ) -> dict[str, Any]:
     """A setting's provenance after one more chunk: times and tokens add up, the first start
-    and the last finish stay, and where chunks ran on different hosts or devices every one is
-    listed (comma-separated), so nothing is claimed that held for only part of the setting."""
+    and the last finish stay, and every library version, host, node, device and dtype any
+    chunk ran with is kept (each once), so nothing is claimed that held for only part of the
+    setting. `earlier` may be a row written before schema version 6 (read back by
+    storage/provenance.py)."""
     now = provenance_of(chunk, library_versions)
     if not earlier:
         return now
@@ -178,11 +223,9 @@ def merged_provenance(
         merged[name] = None if a is None or b is None else a + b
     if earlier.get("generation_started_at") is not None:
         merged["generation_started_at"] = earlier["generation_started_at"]
-    for name in ("hostname", "node_id", "device", "backend_version", "effective_dtype"):
-        seen = [v for v in str(earlier.get(name) or "").split(",") if v]
-        if now.get(name) and now[name] not in seen:
-            seen.append(str(now[name]))
-        merged[name] = ",".join(seen) or now.get(name)
+    versions = merged_versions(versions_of(earlier), versions_of(now))
+    listed = {c: merged_values(values_of(earlier, c), values_of(now, c)) for c in LISTED}
+    merged.update(engine_columns(versions, listed))
     return merged
 
 

@@ -17,6 +17,7 @@ from orchestrator.run.execute.rows import (
     SettingFacts,
     execution_rows,
     generation_rows,
+    kept_provenance,
     merged_provenance,
     provenance_of,
     samples_from_rows,
@@ -47,6 +48,11 @@ PROVENANCE_FIELDS = (
     "device",
     "backend_version",
     "effective_dtype",
+    "backend_versions_json",
+    "hostnames",
+    "node_ids",
+    "devices",
+    "effective_dtypes",
     "tokenizer_sha256",
     "chat_template_sha256",
     "engine_options_json",
@@ -170,8 +176,7 @@ class StoreWriter:
         previous = self._previous(key)
         self._attempts[key] = int((previous or {}).get("attempts") or 0)
         if previous:  # keep what an earlier run learnt (execution-only resumes need it)
-            kept = {c: previous.get(c) for c in PROVENANCE_FIELDS if previous.get(c) is not None}
-            self._provenance.setdefault(key, kept)
+            self._provenance.setdefault(key, kept_provenance(previous, PROVENANCE_FIELDS))
         self._write(key, setting, SettingStatus.QUEUED)
 
     def in_progress(self, key: str, setting: SettingSpec) -> None:

@@ -197,7 +197,7 @@ class HfBackend:
         self.engine = engine
         return EngineInfo(
             backend=HF.name,
-            backend_version=f"transformers {transformers.__version__}, torch {torch.__version__}",
+            backend_versions={"transformers": transformers.__version__, "torch": torch.__version__},
             device=self._device_name(),
             effective_dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),
             model_revision=resolved_revision(self.model.config, engine.model),

@@ -53,7 +53,7 @@ from workers.backends.vllm.setup import (
     engine_options,
     import_configured,
     read_generation_defaults,
-    vllm_distribution,
+    vllm_distributions,
 )
 from workers.spec import (
     EngineInfo,
@@ -145,9 +145,13 @@ class VllmBackend:
             )
         return EngineInfo(
             backend=VLLM.name,
-            backend_version=(
-                f"{vllm_distribution()} (vllm {vllm.__version__}), torch {torch.__version__}"
-            ),
+            # the module's own version under "vllm" (what an export names), which a vllm
+            # distribution's metadata may put otherwise (a local build)
+            backend_versions={
+                **vllm_distributions(),
+                "vllm": vllm.__version__,
+                "torch": torch.__version__,
+            },
             device="cpu" if on_cpu else f"cuda:{torch.cuda.get_device_name(0)}",
             effective_dtype=effective_dtype,
             model_revision=resolved_revision(hf_config, engine.model),

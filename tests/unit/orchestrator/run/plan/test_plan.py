@@ -24,7 +24,7 @@ from workers.spec import (
     WorkerInfo,
 )
 
-INFO = EngineInfo("fake", "fake", "cpu", "float32", "r", "", None, "</s>", {})
+INFO = EngineInfo("fake", {}, "cpu", "float32", "r", "", None, "</s>", {})
 
 
 def generated(key: str, n: int = 3) -> SettingGenerations:
