@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from orchestrator.cli.common import add_overrides as _add_overrides
 from orchestrator.cli.common import add_store, creatable_store, existing_store
 from orchestrator.cli.common import out as _out
+
+if TYPE_CHECKING:
+    from orchestrator.run.execute.signals import StopRequest
 
 
 def register(sub) -> None:
@@ -61,6 +65,15 @@ def register(sub) -> None:
 
 
 def cmd_run(args) -> int:
+    from orchestrator.run.execute.signals import StopRequest, recording_signals
+
+    # SIGTERM and SIGINT are the run's from its first line: recorded, then acted on at the next
+    # safe point, also while the config loads and Ray starts (docs/cluster.md, "Preemption")
+    with recording_signals(StopRequest()) as stop:
+        return _run(args, stop)
+
+
+def _run(args, stop: StopRequest) -> int:
     from orchestrator.report.scores import score_table
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.execute.runner import run_grid
@@ -70,7 +83,11 @@ def cmd_run(args) -> int:
     creatable_store(config.store)
     prepared = prepare(config)
     outcome = run_grid(
-        prepared, retry_failed=args.retry_failed, wait_lock_s=args.wait_lock, command="run"
+        prepared,
+        retry_failed=args.retry_failed,
+        wait_lock_s=args.wait_lock,
+        command="run",
+        stop=stop,
     )
     table = score_table(config.store, [c.key for c in prepared.cells])
     if args.json:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +18,7 @@ from ray.exceptions import RayError, RayTaskError
 
 from orchestrator.errors import ClusterError
 from orchestrator.run.config.specs import ClusterSpec
+from orchestrator.run.execute.signals import STOP_SIGNALS
 from orchestrator.run.preflight.address import probe_cluster
 from orchestrator.run.preflight.compat import explain_connect_error
 
@@ -25,7 +28,8 @@ logger = logging.getLogger(__name__)
 def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
     """Connect to `cluster.address`, or start a private local instance (never attach to a
     machine-wide one by accident: address="local"). The local instance declares the execution
-    resource, one slot per CPU."""
+    resource, one slot per CPU. SIGTERM and SIGINT keep the driver's handlers throughout
+    (stop_signals_kept): a stop while Ray starts is acted on once `ray.init` returns."""
     if ray.is_initialized():
         return {"address": "already-initialized", "started": False}
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -40,7 +44,7 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
         logger.info("starting a local Ray instance")
         slots = cluster.num_cpus or os.cpu_count() or 1
         resources = {cluster.exec_resource: float(slots)} if cluster.exec_resource else None
-        with services_in_their_own_process_groups():
+        with services_in_their_own_process_groups(), stop_signals_kept():
             ctx = ray.init(
                 address="local",
                 num_cpus=cluster.num_cpus,
@@ -51,6 +55,7 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
             )
         started = True
     address = getattr(ctx, "address_info", {}).get("address", cluster.address or "local")
+    logger.info("Ray ready at %s (%s)", address, "started by this run" if started else "connected")
     return {"address": address, "started": started}
 
 
@@ -90,6 +95,60 @@ def services_in_their_own_process_groups() -> Iterator[None]:
         services.ConsolePopen = original  # type: ignore[misc]
 
 
+@contextlib.contextmanager
+def stop_signals_kept() -> Iterator[None]:
+    """While inside (a `ray.init`), SIGTERM and SIGINT stay with the driver's own handlers, so
+    that a stop at any moment of Ray's start is recorded like any other (execute/signals.py).
+
+    Left alone, `ray.init` takes SIGTERM twice. Before it starts or connects it installs a
+    handler that ends the process (`sys.exit(15)`: exit 15, the run `failed`). Then the
+    driver's core worker installs Abseil's failure signal handler, which on SIGTERM writes
+    "*** SIGTERM received", passes the signal on, and leaves an alarm that aborts the process
+    3 s later whatever the driver does (exit 134). So Ray's handler is not set, and the core
+    worker is told to install none: Ray reads `RAY_DISABLE_FAILURE_SIGNAL_HANDLER` from
+    `ray_constants` when it creates the core worker, and the value set here is this process's
+    alone (Ray's services and workers read their environment, and keep their crash handler).
+    The cost: a crash of the driver's own core worker prints Python's fault handler's
+    traceback (Ray enables it) but no C++ stack. Kept out, the crash handler is also not taken
+    away again: `ray.shutdown` uninstalled it by setting SIGTERM back to its default, so a
+    stop after Ray stopped (compaction, the score table) killed the driver outright. The
+    handlers the driver had are set again after, should a Ray version install one some other
+    way."""
+    from ray._private import ray_constants
+    from ray._private import utils as ray_utils
+
+    swaps = [
+        (ray_utils, "set_sigterm_handler", _driver_keeps_sigterm),
+        (ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", True),
+    ]
+    missing = [name for owner, name, _ in swaps if not hasattr(owner, name)]
+    if missing:
+        logger.warning(
+            "this Ray version has no %s: a SIGTERM while Ray starts may end the driver "
+            "before it marks its run interrupted",
+            " or ".join(missing),
+        )
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in swaps if name not in missing]
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS} if main else {}
+    for owner, name, value in swaps:
+        if name not in missing:
+            setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        for s, handler in handlers.items():
+            if handler is not None:  # None: a handler not set from Python, not ours to restore
+                signal.signal(s, handler)
+
+
+def _driver_keeps_sigterm(_handler: object) -> None:
+    """Ray's `set_sigterm_handler` while the driver starts Ray: the driver's handler stays."""
+    logger.debug("Ray's SIGTERM handler not installed: the driver keeps its own")
+
+
 CONNECT_ATTEMPTS = 3
 
 
@@ -98,7 +157,8 @@ def _connect(address: str):
     a client server per connection, which can time out on a loaded head."""
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
-            return ray.init(address=address, log_to_driver=False)
+            with stop_signals_kept():
+                return ray.init(address=address, log_to_driver=False)
         except RuntimeError as e:
             mismatch = explain_connect_error(e, address)  # another Python or Ray version
             if mismatch is None:

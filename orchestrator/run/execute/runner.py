@@ -7,21 +7,22 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
 from orchestrator.errors import Interrupted
 from orchestrator.run.execute.progress import Progress
 from orchestrator.run.execute.record import RunFacts, RunRecord, close_stale_runs
-from orchestrator.run.execute.signals import StopRequest, recording_signals, reinstall
+from orchestrator.run.execute.signals import StopRequest, recording_signals
 from orchestrator.run.execute.units import DispatchSummary
 from orchestrator.run.plan.planner import Action, Plan
 from orchestrator.run.plan.state import GridState, grid_state, make_plan
 from orchestrator.run.preflight.checks import preflight, raise_if_blocking
 from orchestrator.run.prepare.prepared import PreparedGrid
-from storage.store import Store
+from storage.store import Store, StoreLocked
 from storage.upgrade import upgrade_shards
 
 logger = logging.getLogger(__name__)
@@ -46,27 +47,51 @@ def run_grid(
     wait_lock_s: float = 0.0,
     stream: TextIO | None = None,
     command: str = "run",
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
     """Run every setting of the grid that the store does not hold yet. What would stop it
     anyway (weights that cannot be had, no GPU where one is needed, an unreachable cluster)
     is an error before the lock is taken, Ray starts, or a run row is written. A SIGTERM or
-    SIGINT from here on is recorded and acted on at the next safe point (execute/signals.py):
-    Interrupted, with the run row `interrupted` once one is written."""
+    SIGINT from here on (from the caller's first line when it passes the `stop` it records)
+    is recorded and acted on at the next safe point (execute/signals.py): Interrupted, with
+    the run row `interrupted` once one is written. The row stays `running` until the run's
+    last write, compaction included, so a stop at any moment of the run marks it."""
     store = Store(prepared.config.store)
-    with recording_signals(StopRequest()) as stop:
-        raise_if_blocking(preflight(prepared, make_plan(store, prepared, retry_failed)), command)
+    with recording_signals(stop or StopRequest()) as stop:
         stop.check()
-        with store.writer_lock(wait_s=wait_lock_s):
+        raise_if_blocking(preflight(prepared, make_plan(store, prepared, retry_failed)), command)
+        with _writer_lock(store, wait_lock_s, stop):
             stop.check()
             plan = _open_store(store, prepared, retry_failed)
-            with (
-                _record(store, prepared, plan, command) as run,
-                _progress(plan, prepared, stream) as progress,
-            ):
-                stop.check()
-                summary = _dispatch(prepared, plan, run, progress, stop)
-            _compact(store, prepared.config.compact_after_run, stop)
+            with _record(store, prepared, plan, command) as run:
+                with _progress(plan, prepared, stream) as progress:
+                    stop.check()
+                    summary = _dispatch(prepared, plan, run, progress, stop)
+                _compact(store, prepared.config.compact_after_run, stop)
+                stop.check()  # a stop during compaction, or after the last setting
     return _outcome(run.run_id, plan, summary, grid_state(store, prepared.cells))
+
+
+# How often a run waiting for the writer lock (`--wait-lock`) looks for a stop signal.
+LOCK_STEP_S = 1.0
+
+
+@contextmanager
+def _writer_lock(store: Store, wait_s: float, stop: StopRequest) -> Iterator[None]:
+    """The store's writer lock, waited for up to `wait_s` seconds in steps of LOCK_STEP_S, so
+    that a stop signal ends the wait (the lock's own wait knows nothing of signals)."""
+    deadline = time.monotonic() + wait_s
+    with ExitStack() as held:
+        while True:
+            stop.check()
+            step = min(LOCK_STEP_S, max(0.0, deadline - time.monotonic()))
+            try:
+                held.enter_context(store.writer_lock(wait_s=step))
+                break
+            except StoreLocked:
+                if time.monotonic() >= deadline:
+                    raise
+        yield
 
 
 def _open_store(store: Store, prepared: PreparedGrid, retry_failed: bool) -> Plan:
@@ -170,10 +195,10 @@ def _dispatch(
         return None
     from orchestrator.run.execute.raycluster import start_ray, stop_ray  # imports Ray
 
+    # Ray's start keeps SIGTERM and SIGINT recorded (raycluster.stop_signals_kept)
     ray_info = start_ray(prepared.config.cluster)
     try:
-        # ray.init installs its own SIGTERM handler (a stack dump and exit 134): take it back
-        reinstall(stop)
+        stop.check()  # a stop while Ray started: the instance it started stops below
         return _drain(prepared, plan, run, progress, stop)
     finally:
         if ray_info["started"]:

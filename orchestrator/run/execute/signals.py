@@ -6,6 +6,11 @@ Cython call that checks for signals) the exception becomes `SystemError: <cyfunc
 CoreWorker.wait> returned a result with an exception set`, a traceback and exit 1 instead of a
 clean stop. So the handler only records the signal; the drain loop, which wakes at least once a
 second, calls `check()` between Ray calls and raises `Interrupted` there, outside any library.
+
+`reprogrid run` records them from its first line (config, preflight and the lock included),
+and the block that records them raises `Interrupted` when it ends with a stop recorded and not
+yet acted on, so that a signal after the last safe point still ends the command with 143 / 130.
+Ray's own handlers are kept out of the driver while it starts (execute/raycluster.py).
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ class StopRequest:
 @contextlib.contextmanager
 def recording_signals(request: StopRequest) -> Iterator[StopRequest]:
     """While inside: SIGTERM and SIGINT are recorded in `request` (main thread only; elsewhere
-    signals cannot be handled and nothing changes). The previous handlers come back after."""
+    signals cannot be handled and nothing changes). The previous handlers come back after; a
+    block that ends without an exception while a stop is recorded raises Interrupted then (the
+    signal came after its last `check()`: the caller still stops, with 143 / 130). Blocks may
+    nest with the same request: the innermost one to end raises."""
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
@@ -60,11 +68,4 @@ def recording_signals(request: StopRequest) -> Iterator[StopRequest]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-
-
-def reinstall(request: StopRequest) -> None:
-    """Take the stop signals back after a library installed its own handlers (ray.init installs
-    one for SIGTERM that dumps stacks and exits 134)."""
-    if threading.current_thread() is threading.main_thread():
-        for s in STOP_SIGNALS:
-            signal.signal(s, request.record)
+    request.check()
