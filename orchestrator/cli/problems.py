@@ -132,7 +132,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = [
             s.to_json() | {"setting": _plain(r)} for s, r in zip(picked, settings, strict=True)
         ]
-        payload: dict = {"sample": shown[0], "left_out": list(damage.left_out())}
+        payload: dict = {"sample": shown[0]}
+        if damage.files:  # a --diff setting left out (--skip-damaged)
+            payload["left_out"] = list(damage.left_out())
         if diff is not None:
             payload.update(other=shown[1], diff=diff)
         _out(json.dumps(payload, indent=2, default=str))

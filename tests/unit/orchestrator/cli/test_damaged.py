@@ -126,6 +126,14 @@ def test_a_damaged_generations_shard_stops_view_and_show(store, tmp_path, capsys
     assert code == 0, err
     assert f"note: left out setting {keys[2][:12]}" in stdout
     assert "--- diff of the programs ---" not in stdout
+    code, stdout, err = cli(capsys, *asked, "--setting", keys[0], "--diff", keys[2], "--json")
+    assert_refused(code, err, file)
+    code, stdout, err = cli(
+        capsys, *asked, "--setting", keys[0], "--diff", keys[2], "--skip-damaged", "--json"
+    )
+    assert code == 0, err
+    shown = json.loads(stdout)
+    assert set(shown) == {"sample", "left_out"} and keys[2][:12] in shown["left_out"][0]
     # a report with the problems view reads the generations too; one without does not
     code, _, err = report(capsys, root, tmp_path / "html", "--format", "html")
     assert_refused(code, err, file)
