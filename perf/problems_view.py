@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from orchestrator.report.problems import PairOptions
-from orchestrator.report.view import write_view
+from orchestrator.report.view.folder import write_view
+from orchestrator.report.view.problems import PairOptions
 from storage.store import Store
 
 GRID = list(

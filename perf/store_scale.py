@@ -281,7 +281,7 @@ def plan_parts(root: Path, n_models: int) -> dict[str, float]:
     """What `reprogrid plan` does, for a grid of synthetic models the config cannot name, by
     part: the grid (config and expansion), the plan (the store's index) and the plan as data
     (the samples each setting holds, the measured throughput, the estimate), rendered."""
-    from orchestrator.report.planview import render_plan
+    from orchestrator.report.screens.planview import render_plan
     from orchestrator.run.estimate.estimator import plan_json
     from orchestrator.run.plan.state import make_plan
     from orchestrator.run.preflight.checks import preflight

@@ -39,7 +39,7 @@ DISAGREE = 2 * (0.5 - (0.2**2 + 0.2 * 0.8 + 0.8**2) / 3)
 
 @dataclass(frozen=True)
 class PlantedGrid:
-    rows: list[dict[str, Any]]  # the report's effect rows (orchestrator/report/build.py)
+    rows: list[dict[str, Any]]  # the report's effect rows (orchestrator/report/tables/build.py)
     outcomes: dict[str, ProblemOutcomes]
     specs: dict[str, tuple]  # key -> (model, template, decoding, max_length, precision)
 

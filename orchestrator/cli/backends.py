@@ -1,7 +1,7 @@
 """Subcommands comparing backends: `compare-backends` and `repeat-check` (docs/vllm.md).
 
 Registered into `reprogrid` by orchestrator/cli/main.py (`register(subparsers)`, `COMMANDS`).
-The logic is in orchestrator/analysis/agreement.py (pure), report/compare.py (the store) and
+The logic is in orchestrator/analysis/agreement.py (pure), report/screens/compare.py (the store) and
 tools/repeat_check.py, which loads a backend in this process, imported inside the command.
 """
 
@@ -62,7 +62,7 @@ def register(sub) -> None:
 
 
 def cmd_compare_backends(args) -> int:
-    from orchestrator.report.compare import compare_backends, render_comparison
+    from orchestrator.report.screens.compare import compare_backends, render_comparison
     from storage.store import Store
 
     data = compare_backends(Store(existing_store(args.store)))

@@ -1,7 +1,7 @@
 """`reprogrid compare`: the paired test of two settings of a store (docs/statistics.md).
 
 Registered into `reprogrid` by orchestrator/cli/main.py (`register(subparsers)`, `COMMANDS`).
-The logic is in orchestrator/report/pairs.py (the store) and orchestrator/analysis/paired.py
+The logic is in orchestrator/report/tables/pairs.py (the store) and orchestrator/analysis/paired.py
 (the test).
 """
 
@@ -59,8 +59,8 @@ def register(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from orchestrator.report.damaged import COMPARE_READS
-    from orchestrator.report.pairs import compare_settings, render_compare
+    from orchestrator.report.tables.damaged import COMPARE_READS
+    from orchestrator.report.tables.pairs import compare_settings, render_compare
 
     damage = damage_of(existing_store(args.store), COMPARE_READS, args.skip_damaged)
     data = compare_settings(

@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
-    from orchestrator.report.formats import EvaluatorRelationship, ExportFormat
+    from orchestrator.report.choices import EvaluatorRelationship, ExportFormat
 
     p = sub.add_parser(
         "export",
@@ -116,15 +116,15 @@ def repo_id_from_config(model_name: str) -> str | None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from orchestrator.cli.report import card_from_registry, data_dir_from_config
-    from orchestrator.report.damaged import EEE_READS
-    from orchestrator.report.data import ReportOptions
-    from orchestrator.report.eee import EeeOptions, EvaluatorRelationship
-    from orchestrator.report.export import (
+    from orchestrator.report.exports.eee import EeeOptions, EvaluatorRelationship
+    from orchestrator.report.exports.eee_export import (
         ExportFormat,
         LiteratureSource,
         export_eee,
         parse_format,
     )
+    from orchestrator.report.tables.damaged import EEE_READS
+    from orchestrator.report.tables.data import ReportOptions
     from storage.store import Store
 
     if parse_format(args.format) is ExportFormat.MLFLOW:
@@ -186,12 +186,16 @@ def tracking_uri_of(given: str | None, environment: str | None, store: str) -> t
 def _export_mlflow(args: argparse.Namespace) -> int:
     import os
 
-    from orchestrator.report.damaged import MLFLOW_READS, left_out_by_name, rows_without_damaged
-    from orchestrator.report.data import ReportOptions
-    from orchestrator.report.export import problem_counts_of
-    from orchestrator.report.grid import read_frame
-    from orchestrator.report.mlflow_runs import export_mlflow, tracked_runs
-    from orchestrator.report.records import records
+    from orchestrator.report.exports.eee_export import problem_counts_of
+    from orchestrator.report.exports.mlflow_runs import export_mlflow, tracked_runs
+    from orchestrator.report.tables.damaged import (
+        MLFLOW_READS,
+        left_out_by_name,
+        rows_without_damaged,
+    )
+    from orchestrator.report.tables.data import ReportOptions
+    from orchestrator.report.tables.grid import read_frame
+    from orchestrator.report.tables.records import records
     from orchestrator.tools.harness_io import export_entries
     from storage.index import build_index
     from storage.store import Store

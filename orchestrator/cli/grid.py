@@ -74,7 +74,7 @@ def cmd_run(args) -> int:
 
 
 def _run(args, stop: StopRequest) -> int:
-    from orchestrator.report.scores import score_table
+    from orchestrator.report.screens.scores import score_table
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.execute.runner import run_grid
     from orchestrator.run.prepare.prepared import prepare
@@ -109,7 +109,7 @@ def _run(args, stop: StopRequest) -> int:
             )
         )
     else:
-        from orchestrator.report.scores import render_score_table
+        from orchestrator.report.screens.scores import render_score_table
 
         _out(render_score_table(table))
         _out(
@@ -135,7 +135,7 @@ def _next_steps(store: str, table: list[dict]) -> str:
     the harness's prompt slicing cut (docs/report.md, "Decode mismatch")."""
     from orchestrator.cli.problems import default_view_out
     from orchestrator.cli.report import _default_out
-    from orchestrator.report.mismatch import first_cut_sample, next_commands
+    from orchestrator.report.tables.mismatch import first_cut_sample, next_commands
     from storage.store import Store
 
     keys = [r["setting_key"] for r in table if (r.get("n_decode_mismatch") or 0) > 0]
@@ -146,7 +146,7 @@ def _next_steps(store: str, table: list[dict]) -> str:
 
 
 def cmd_plan(args) -> int:
-    from orchestrator.report.planview import render_plan
+    from orchestrator.report.screens.planview import render_plan
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.estimate.estimator import plan_json
     from orchestrator.run.plan.state import make_plan
@@ -173,7 +173,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from orchestrator.report.status import render_status, store_status
+    from orchestrator.report.screens.status import render_status, store_status
     from storage.store import Store
 
     store = Store(existing_store(args.store))

@@ -73,10 +73,10 @@ def register(sub) -> None:
 
 
 def _show_text(sample, setting: dict) -> str:
-    from orchestrator.report.mismatch import SAMPLE_NOTE
-    from orchestrator.report.problems import setting_axes, setting_label
+    from orchestrator.report.tables.labels import axes_label, setting_axes
+    from orchestrator.report.tables.mismatch import SAMPLE_NOTE
 
-    label = setting_label(setting_axes(setting))
+    label = axes_label(setting_axes(setting))
     flags = [
         f
         for f, on in (
@@ -106,8 +106,8 @@ def _show_text(sample, setting: dict) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from orchestrator.report.damaged import SHOW_READS
-    from orchestrator.report.inspection import (
+    from orchestrator.report.tables.damaged import SHOW_READS
+    from orchestrator.report.view.inspection import (
         pick_sample,
         problem_samples,
         program_diff,
@@ -171,16 +171,16 @@ def _plain(row: dict) -> dict:
 def default_view_out(store: str) -> Path:
     """Where the report's links point: <store>-report/problems (./report/problems for a URI)."""
     from orchestrator.cli.report import _default_out
-    from orchestrator.report.view import VIEW_DIR
+    from orchestrator.report.view.folder import VIEW_DIR
 
     return Path(_default_out(store)) / VIEW_DIR
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from orchestrator.report.damaged import VIEW_READS, groups_without_damaged
-    from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import view_groups, write_view
-    from orchestrator.report.viewpool import one_blas_thread, small_pages, view_workers
+    from orchestrator.report.tables.damaged import VIEW_READS
+    from orchestrator.report.view.folder import groups_without_damaged, view_groups, write_view
+    from orchestrator.report.view.problems import PairOptions
+    from orchestrator.report.view.viewpool import one_blas_thread, small_pages, view_workers
     from storage.store import Store
 
     store = Store(existing_store(args.store))

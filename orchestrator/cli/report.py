@@ -29,7 +29,7 @@ def register(sub) -> None:
 
 
 def _register_report(sub) -> None:
-    from orchestrator.report.formats import FORMATS
+    from orchestrator.report.choices import FORMATS
 
     p = sub.add_parser(
         "report",
@@ -153,8 +153,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     # this process imports pandas, reads the store's settings and checks the options; the
     # report's renderers come after.
     from orchestrator.analysis.baseline import parse_baseline
-    from orchestrator.report.formats import parse_formats
-    from orchestrator.report.viewpool import ViewPool, one_blas_thread, small_pages, view_workers
+    from orchestrator.report.choices import parse_formats
+    from orchestrator.report.view.viewpool import (
+        ViewPool,
+        one_blas_thread,
+        small_pages,
+        view_workers,
+    )
 
     formats = parse_formats(args.format)
     existing_store(args.store)
@@ -168,13 +173,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         workers = view_workers() if html else 0
         pool = owned.enter_context(ViewPool(workers, behind=True)).start() if workers > 1 else None
         background = owned.enter_context(ThreadPoolExecutor(1))  # ends before the pool does
-        from orchestrator.report.damaged import groups_without_damaged, report_reads
-        from orchestrator.report.data import ReportOptions
-        from orchestrator.report.view import VIEW_DIR, groups_at, view_groups
+        from orchestrator.report.tables.damaged import report_reads
+        from orchestrator.report.tables.data import ReportOptions
+        from orchestrator.report.view.folder import (
+            VIEW_DIR,
+            groups_at,
+            groups_without_damaged,
+            view_groups,
+        )
         from storage.store import Store
 
         # every file the report reads, checked before it reads any: a damaged one refused, or
-        # with --skip-damaged its settings left out and named (orchestrator/report/damaged.py)
+        # with --skip-damaged its settings left out and named (report/tables/damaged.py)
         damage = damage_of(args.store, report_reads(html), args.skip_damaged)
         defaults = ReportOptions()
         options = ReportOptions(
@@ -203,8 +213,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                 _write_problems_view, args.store, out, options, groups, stop, checked_ok, pool
             )
         try:
-            from orchestrator.report.build import check_report, finish_report
-            from orchestrator.report.render import write_report
+            from orchestrator.report.formats.render import write_report
+            from orchestrator.report.tables.build import check_report, finish_report
 
             checked = check_report(args.store, options)  # a bad option fails here, before any file
             checked_ok.set()
@@ -240,10 +250,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _write_problems_view(store: str, out: Path, options, groups: Future, stop, ready, pool):
-    from orchestrator.report.damaged import groups_without_damaged
-    from orchestrator.report.problems import PairOptions
-    from orchestrator.report.view import VIEW_DIR, write_view
-    from orchestrator.report.viewpool import view_workers
+    from orchestrator.report.view.folder import VIEW_DIR, groups_without_damaged, write_view
+    from orchestrator.report.view.problems import PairOptions
+    from orchestrator.report.view.viewpool import view_workers
     from storage.store import Store
 
     pairing = PairOptions(options.n_resamples, options.confidence, options.seed)

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.analysis.agreement import flips, per_backend
 from orchestrator.analysis.noise import noise_floors, outcome_changes
-from orchestrator.report.compare import complete_rows, sample_rows, setting_label
+from orchestrator.report.screens.compare import complete_rows, sample_rows, setting_label
 from orchestrator.run.api import RunFacts, RunRecord, load_run_config, prepare, unit_engine
 from storage.store import Store
 from workers.spec import Outcome

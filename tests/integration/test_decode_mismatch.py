@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from orchestrator.cli import main
-from orchestrator.report.mismatch import DOCS
+from orchestrator.report.tables.mismatch import DOCS
 
 GRID = [
     "model=tiny",

@@ -97,8 +97,8 @@ def test_export_import_and_compare_a_run_with_a_prompt_at_the_limit(env, capsys,
     assert main(["compare-backends", "--store", str(store)]) == 0
     assert "hf/replay(hf)" in capsys.readouterr().out
 
-    from orchestrator.report.build import build_report
-    from orchestrator.report.data import ReportOptions
+    from orchestrator.report.tables.build import build_report
+    from orchestrator.report.tables.data import ReportOptions
 
     report = build_report(str(store), ReportOptions(card_of=card_from_registry, n_resamples=200))
     grid = report.table("grid").set_index("setting_key")

@@ -469,7 +469,7 @@ def test_a_signal_while_the_command_prints_its_scores(cache_dir, shared_data, re
     store = tmp_path / "store"
     run = ["run", *GRID, f"store={store}"]
     code, out, marker = signal_inside(
-        "orchestrator.report.scores.score_table", signal.SIGTERM, run, env
+        "orchestrator.report.screens.scores.score_table", signal.SIGTERM, run, env
     )
     assert code == 143, out
     assert "interrupted by SIGTERM" in out and "Traceback" not in out, out

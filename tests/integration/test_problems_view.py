@@ -21,8 +21,8 @@ import pytest
 
 from orchestrator.analysis.paired import compare_paired
 from orchestrator.cli import main
-from orchestrator.report import view as view_module
-from orchestrator.report.inspection import problem_samples
+from orchestrator.report.view import folder as view_module
+from orchestrator.report.view.inspection import problem_samples
 from storage.store import Store
 from tests.fixtures_store import (
     VIEW_STATES,

@@ -113,11 +113,22 @@ RUN_FLOORS = {
     "api": 6,
 }
 RUNNER = "orchestrator.run.execute.runner"
+# The report wing's sub-wings: choices.py (option names) below everything, tables above it, and
+# the wings that turn tables into files, pages, exports and screens above tables, none of which
+# imports another.
+REPORT_FLOORS = {
+    "choices": 0,
+    "tables": 1,
+    "formats": 2,
+    "view": 2,
+    "exports": 2,
+    "screens": 2,
+}
 
 
 @dataclass(frozen=True)
 class Module:
-    name: str  # dotted module name, e.g. "orchestrator.report.build"
+    name: str  # dotted module name, e.g. "orchestrator.report.tables.build"
     imports: frozenset[str]  # every absolute import, anywhere in the file
     top_imports: frozenset[str]  # imports executed when the module is imported
     calls: frozenset[str]  # names of plain function calls (`open(...)`)
@@ -244,6 +255,27 @@ def run_sub_wings_import_downwards(m: Module) -> list[str]:
     ]
 
 
+def report_floor(name: str) -> int | None:
+    parts = name.split(".")
+    return (
+        REPORT_FLOORS.get(parts[2])
+        if len(parts) > 2 and parts[:2] == ["orchestrator", "report"]
+        else None
+    )
+
+
+def report_sub_wings_import_downwards(m: Module) -> list[str]:
+    own = report_floor(m.name)
+    if own is None:
+        return []
+    sub = m.name.split(".")[2]
+    return [
+        i
+        for i in hits(m.imports, ["orchestrator.report"])
+        if (floor := report_floor(i)) is not None and i.split(".")[2] != sub and floor >= own
+    ]
+
+
 def run_sees_workers_through_contracts(m: Module) -> list[str]:
     if not within(m.name, "orchestrator.run"):
         return []
@@ -298,6 +330,7 @@ RULES: dict[str, Callable[[Module], list[str]]] = {
         tools_see_run_through_its_api,
         only_the_cli_runs_a_grid,
         run_sub_wings_import_downwards,
+        report_sub_wings_import_downwards,
         run_sees_workers_through_contracts,
         ray_only_in_dispatch_and_tasks,
         heavy_libraries_only_in_backends,
@@ -361,6 +394,16 @@ def test_the_wings_exist_and_nothing_is_left_flat():
     assert wings == ["analysis", "cli", "report", "run", "tools"]
 
 
+def test_the_report_wing_is_sub_wings_and_its_choices():
+    """orchestrator/report/ holds its sub-wings and choices.py (the command line's names of
+    formats and export options), nothing flat."""
+    report = ROOT / "orchestrator" / "report"
+    flat = sorted(p.name for p in report.glob("*.py"))
+    assert flat == ["__init__.py", "choices.py"]
+    subs = sorted(p.name for p in report.iterdir() if (p / "__init__.py").exists())
+    assert subs == sorted(k for k in REPORT_FLOORS if k != "choices")
+
+
 def test_the_run_wing_is_sub_wings_and_its_api():
     """orchestrator/run/ holds its sub-wings and api.py (the tools' face), nothing flat."""
     run = ROOT / "orchestrator" / "run"
@@ -407,10 +450,10 @@ def test_importing_the_driver_loads_no_gpu_library():
         "orchestrator.run.execute.dispatch",
         "orchestrator.run.execute.runner",
         "orchestrator.run.estimate.estimator",
-        "orchestrator.report.status",
-        "orchestrator.report.build",
-        "orchestrator.report.render",
-        "orchestrator.report.planview",
+        "orchestrator.report.screens.status",
+        "orchestrator.report.tables.build",
+        "orchestrator.report.formats.render",
+        "orchestrator.report.screens.planview",
         "storage.store",
         "storage.index",
         "workers.benchmarks.registry",

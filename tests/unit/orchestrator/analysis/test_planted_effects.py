@@ -22,8 +22,8 @@ from orchestrator.analysis.baseline import DEFAULT_BASELINE
 from orchestrator.analysis.evidence import INSTRUCT, Comparison, EvidenceOptions, compare_grid
 from orchestrator.analysis.findings import axis_findings, topic_of
 from orchestrator.analysis.multiplicity import FamilyKind
-from orchestrator.report.build import build_report
-from orchestrator.report.data import ReportOptions
+from orchestrator.report.tables.build import build_report
+from orchestrator.report.tables.data import ReportOptions
 from tests.planted import NULLS, PLANTED, planted_grid, predicted_power, write_planted_store
 
 N_GRIDS = 200

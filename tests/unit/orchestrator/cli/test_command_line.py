@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.cli.common import normalize_store_args
-from orchestrator.report.scores import render_score_table, score_table
+from orchestrator.report.screens.scores import render_score_table, score_table
 from storage.store import Store
 from tests.fixtures_store import RUN_ID, Spec, write_canonical_store, write_setting
 from tests.processes import lock_held_elsewhere

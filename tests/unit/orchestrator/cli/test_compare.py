@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from orchestrator.cli import main
-from orchestrator.report.build import build_report
-from orchestrator.report.data import ReportOptions
+from orchestrator.report.tables.build import build_report
+from orchestrator.report.tables.data import ReportOptions
 from storage.store import Store
 from tests.fixtures_store import BASE, INST, Spec, write_grid_store, write_setting
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.report import viewpool
+from orchestrator.report.view import viewpool
 from storage.compact import PackPolicy, compact
 from storage.store import Store
 from tests.fixtures_store import BASE, INST, Spec, write_setting

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.report import view, viewpool
+from orchestrator.report.view import folder as view
+from orchestrator.report.view import viewpool
 from storage.store import Store
 from tests.fixtures_store import Spec, write_grid_store, write_setting
-from tests.unit.orchestrator.report.test_viewpool import blas_threads
+from tests.unit.orchestrator.report.view.test_viewpool import blas_threads
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_report_and_view_compute_in_small_pages_and_restore_them(
 ):
     """Huge pages off while a report is computed and its view written (`viewpool.huge_pages`), the
     process's setting back after."""
-    from orchestrator.report import build
+    from orchestrator.report.tables import build
 
     root = tmp_path / "store"
     write_setting(Store(str(root)), Spec("tiny", "own", "greedy", 2048, "fp32", 80))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.report.build import build_report
-from orchestrator.report.compare import sample_rows
-from orchestrator.report.data import ReportOptions
+from orchestrator.report.screens.compare import sample_rows
+from orchestrator.report.tables.build import build_report
+from orchestrator.report.tables.data import ReportOptions
 from orchestrator.tools.repeat_check import Found, _check, record
 from storage.errors import StoreLocked
 from storage.store import Store

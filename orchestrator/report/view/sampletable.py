@@ -1,0 +1,263 @@
+"""One model's samples for the problems view, as columns: its generations joined with their
+executions, in problem (dataset order), setting (grid order) and sample order, and each
+problem's file of texts (orchestrator/report/view/folder.py writes them).
+
+A 100-model store holds a million samples. Built row by row (a named tuple and a dict per
+sample, each text looked up in a dict per problem), the problem files of 600 settings took
+1 s of the view's 4 s a batch; here the join and the order are NumPy sorts over integer codes,
+texts are told apart once per model by Arrow's dictionary encoding, and a problem's rows are
+zipped from column slices. No Arrow array is read through `to_numpy`: pyarrow imports pandas
+for it (0.27 s and 40 MB in each view worker, which imports it nowhere else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from orchestrator.report.view.inspection import STATE_CODE, CellState, cell_state, task_order
+from storage.rows import positions
+
+# What a problem file holds of each sample, in this order (a row per sample: the field names
+# once per file, not once per sample; the page turns rows back into objects). `setting` is the
+# setting's column in the model's matrix, and the texts are positions in the file's `texts`.
+SAMPLE_FIELDS = (
+    "setting",
+    "i",
+    "state",
+    "outcome",
+    "prompt",
+    "continuation",
+    "program",
+    "error_type",
+    "error_message",
+    "n_prompt_tokens",
+    "n_output_tokens",
+    "decode_mismatch",  # the harness's prompt slicing cut it in the wrong place (mismatch.py)
+)
+_TEXTS = ("prompt", "continuation", "program")  # generations' texts, told apart by Arrow
+_INTEGERS = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
+def integers(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An integer column without nulls as NumPy, read from its buffers (`to_numpy` would
+    import pandas)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for chunk in chunks:
+        if chunk.null_count:
+            raise ValueError(f"an integer column with {chunk.null_count} nulls")
+        dtype = _INTEGERS[chunk.type]
+        data = np.frombuffer(chunk.buffers()[1], dtype=dtype)
+        parts.append(data[chunk.offset : chunk.offset + len(chunk)])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class SampleTable:
+    """A group's samples as columns (lists, one value per sample), in problem, then setting
+    column, then sample order; `starts[p]:starts[p + 1]` are the rows of `tasks[p]`."""
+
+    keys: tuple[str, ...]  # the settings, in the matrix's (grid) order
+    tasks: tuple[str, ...]  # the problems with a generation, in dataset order
+    starts: list[int]
+    column: list[int]  # the sample's setting, as its position in `keys`
+    sample_index: list[int]
+    state: list[CellState]
+    code: list[str]  # the state's letter (STATE_CODE)
+    outcome: list[str | None]
+    texts: list[str]  # the generations' distinct texts (prompt, continuation, program)
+    text_ids: np.ndarray  # samples x 3: positions in `texts`
+    error_type: list[str | None]
+    error_message: list[str | None]
+    n_prompt_tokens: list[int | None]
+    n_output_tokens: list[int | None]
+    decode_mismatch: list[bool]
+    passed: dict[tuple[str, str], list[bool]]  # (setting key, task) -> flags in sample order
+
+    def states(self) -> dict[tuple[str, str], list[str]]:
+        """(setting key, task) -> its samples' state codes in sample order (`matrix`)."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for p, task in enumerate(self.tasks):
+            a, b = self.starts[p], self.starts[p + 1]
+            for column, code in zip(self.column[a:b], self.code[a:b], strict=True):
+                out.setdefault((self.keys[column], task), []).append(code)
+        return out
+
+    def problem_file(self, p: int) -> dict[str, Any]:
+        """Problem `tasks[p]`'s file: each text once (a template's prompt is shared by many
+        settings), then a row of SAMPLE_FIELDS per sample."""
+        a, b = self.starts[p], self.starts[p + 1]
+        ids = self.text_ids[a:b]
+        at: dict[int, int] = {}  # the group's text -> the file's, in order of first use
+        local = [at.setdefault(i, len(at)) for i in ids.ravel().tolist()]
+        texts = [self.texts[i] for i in at]
+        prompt, continuation, program = local[0::3], local[1::3], local[2::3]
+        messages: list[int | None] = [None] * (b - a)
+        if any(m is not None for m in self.error_message[a:b]):
+            where = {text: n for n, text in enumerate(texts)}  # a message may equal a text
+            for k, message in enumerate(self.error_message[a:b]):
+                if message is not None:
+                    if message not in where:
+                        where[message] = len(texts)
+                        texts.append(message)
+                    messages[k] = where[message]
+        rows = zip(
+            self.column[a:b],
+            self.sample_index[a:b],
+            [s.value for s in self.state[a:b]],
+            self.outcome[a:b],
+            prompt,
+            continuation,
+            program,
+            self.error_type[a:b],
+            messages,
+            self.n_prompt_tokens[a:b],
+            self.n_output_tokens[a:b],
+            self.decode_mismatch[a:b],
+            strict=True,
+        )
+        return {
+            "task_id": self.tasks[p],
+            "texts": texts,
+            "fields": list(SAMPLE_FIELDS),
+            "samples": [list(r) for r in rows],
+        }
+
+
+def _coded(column: pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """A column as positions into its distinct values (Arrow's hashing, not a dict per row)."""
+    encoded = column.combine_chunks().dictionary_encode(null_encoding="encode")
+    return integers(encoded.indices), encoded.dictionary.to_pylist()
+
+
+def _flags(column: pa.ChunkedArray) -> np.ndarray:
+    """A bool column as 0/1 (null as 0), unpacked from its bitmaps (a cast or fill_null with a
+    Python value converts the value through pyarrow's pandas check, which imports pandas)."""
+    parts = []
+    for chunk in column.chunks:
+        validity, data = chunk.buffers()[:2]
+        span = slice(chunk.offset, chunk.offset + len(chunk))
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")[span]
+        if validity is not None and chunk.null_count:
+            bits &= np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")[span]
+        parts.append(bits)
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+
+
+def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> list[Any]:
+    """The column's values at `rows`, None where a row is -1."""
+    if not len(column):
+        return [None] * rows.size
+    values = column.take(positions(np.maximum(rows, 0))).to_pylist()
+    for r in np.flatnonzero(rows < 0).tolist():
+        values[r] = None
+    return values
+
+
+def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str]) -> SampleTable:
+    """The group's samples: `generations` (GENERATION_COLUMNS) joined with `executions`
+    (EXECUTION_COLUMNS) on setting, problem and sample, the last execution row of a sample
+    when it has several; `keys`, the group's settings in grid order (a generation of another
+    setting is an error). `passed` also holds executions without a generation."""
+    g_keys, g_key_values = _coded(generations.column("setting_key"))
+    g_tasks, g_task_values = _coded(generations.column("task_id"))
+    e_keys, e_key_values = _coded(executions.column("setting_key"))
+    e_tasks, e_task_values = _coded(executions.column("task_id"))
+    column_of = {k: j for j, k in enumerate(keys)}
+    unknown = set(g_key_values) - column_of.keys()
+    if unknown:
+        raise ValueError(f"generations of settings outside the group: {sorted(unknown)[:3]}")
+    tasks = sorted(set(g_task_values), key=task_order)
+    every_task = tasks + sorted(set(e_task_values) - set(tasks), key=task_order)
+    every_key = list(keys) + sorted(set(e_key_values) - column_of.keys())
+    task_of = {t: n for n, t in enumerate(every_task)}
+    key_of = {k: n for n, k in enumerate(every_key)}
+
+    def renumbered(codes: np.ndarray, values: list[Any], number: dict[Any, int]) -> np.ndarray:
+        return np.array([number[v] for v in values], np.int64)[codes] if values else codes
+
+    g_key, g_task = (
+        renumbered(g_keys, g_key_values, key_of),
+        renumbered(g_tasks, g_task_values, task_of),
+    )
+    e_key, e_task = (
+        renumbered(e_keys, e_key_values, key_of),
+        renumbered(e_tasks, e_task_values, task_of),
+    )
+    g_index, e_index = integers(generations["sample_index"]), integers(executions["sample_index"])
+    width = int(max(g_index.max(initial=0), e_index.max(initial=0))) + 1
+    g_code = (g_key * len(every_task) + g_task) * width + g_index
+    e_code = (e_key * len(every_task) + e_task) * width + e_index
+    by_code = np.argsort(e_code, kind="stable")  # rows of one sample keep their read order
+    sorted_codes = e_code[by_code]
+    at = np.maximum(np.searchsorted(sorted_codes, g_code, side="right") - 1, 0)
+    if e_code.size:
+        executed = np.where(sorted_codes[at] == g_code, by_code[at], -1)
+    else:
+        executed = np.full(g_code.size, -1)
+
+    order = np.lexsort((g_index, g_key, g_task))  # problem, then setting column, then sample
+    starts = np.searchsorted(g_task[order], np.arange(len(tasks) + 1)).tolist()
+    executed = executed[order]
+
+    # a sample's state from its outcome (or none), truncated prompt and length limit flags
+    outcomes, outcome_values = _coded(executions.column("outcome").cast(pa.string()))
+    outcome = np.where(executed >= 0, outcomes[np.maximum(executed, 0)] if outcomes.size else 0, -1)
+    choices = [None, *outcome_values]
+    table = [[[cell_state(o, bool(t), bool(h)) for h in (0, 1)] for t in (0, 1)] for o in choices]
+    truncated = _flags(generations.column("prompt_truncated"))[order]
+    hit = _flags(generations.column("hit_length_limit"))[order]
+    state_no = ((outcome + 1) * 2 + truncated) * 2 + hit
+    flat = [state for by_t in table for by_h in by_t for state in by_h]
+    numbers = state_no.tolist()
+    state = [flat[n] for n in numbers]
+    letters = [STATE_CODE[s] for s in flat]
+    code = [letters[n] for n in numbers]
+
+    texts = pa.concat_arrays(
+        [generations.column(c).combine_chunks().cast(pa.string()) for c in _TEXTS]
+    )
+    encoded = texts.dictionary_encode(null_encoding="encode")
+    ids = integers(encoded.indices).reshape(len(_TEXTS), generations.num_rows).T[order]
+    distinct = encoded.dictionary.to_pylist()
+    if None in distinct:  # an absent text shows as "", one text with a stored ""
+        absent = distinct.index(None)
+        if "" in distinct:
+            ids[ids == absent] = distinct.index("")
+        distinct[absent] = ""
+
+    # (setting, problem) -> passed flags in sample order, over every execution row
+    flags = _flags(executions.column("passed"))[by_code].astype(bool).tolist()
+    cell = sorted_codes // width
+    first = np.flatnonzero(np.diff(cell, prepend=-1)).tolist() if cell.size else []
+    ends = [*first[1:], len(flags)] if first else []
+    cells = cell[first] if first else cell[:0]
+    key_no, task_no = (cells // len(every_task)).tolist(), (cells % len(every_task)).tolist()
+    passed = {
+        (every_key[k], every_task[t]): flags[a:b]
+        for k, t, a, b in zip(key_no, task_no, first, ends, strict=True)
+    }
+
+    return SampleTable(
+        keys=tuple(keys),
+        tasks=tuple(tasks),
+        starts=starts,
+        column=g_key[order].tolist(),
+        sample_index=g_index[order].tolist(),
+        state=state,
+        code=code,
+        outcome=[choices[n + 1] for n in outcome.tolist()],
+        texts=distinct,
+        text_ids=ids,
+        error_type=_taken(executions.column("error_type"), executed),
+        error_message=_taken(executions.column("error_message"), executed),
+        n_prompt_tokens=generations.column("n_prompt_tokens").take(positions(order)).to_pylist(),
+        n_output_tokens=generations.column("n_output_tokens").take(positions(order)).to_pylist(),
+        decode_mismatch=_flags(generations.column("decode_mismatch"))[order].astype(bool).tolist(),
+        passed=passed,
+    )
