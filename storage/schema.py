@@ -193,7 +193,7 @@ SCORES = pa.schema(
         # samples per problem: n_passed / (problems x m)), and per problem (sorted task ids)
         # its samples, passing samples and part of the headline (pass@1: c/n; best@k: the mean
         # of its group bests). Null in rows written before version 5 (the report derives them
-        # from the executions: orchestrator/report/scored.py).
+        # from the executions: orchestrator/report/tables/scored.py).
         _added("n_scored", pa.int32(), "5"),
         _added("pass_at_1_numerator", pa.int64(), "5"),
         _added("pass_at_1_denominator", pa.int64(), "5"),

@@ -200,7 +200,7 @@ def setting_counts(
 
 def stored_counts(row: Mapping[str, Any]) -> ProblemCounts | None:
     """The per-problem counts a scores row stores (schema version 5); None for a row written
-    before them (the reader derives them from the executions: orchestrator/report/scored.py)."""
+    before them (the reader derives them from the executions: report/tables/scored.py)."""
     ids, n, c = (
         listed(row.get(name)) for name in ("problem_ids", "problem_n_samples", "problem_n_passed")
     )
