@@ -159,6 +159,12 @@ class Lease:
             out.write(self.written.encode())
         return self.written
 
+    def holds(self, text: str | None) -> bool:
+        """Whether a lock object's content is this lease's, in any of its renewals: by its
+        id, not by its last content, which the renewal thread replaces while a commit may be
+        reading the object (a write under way, or one that failed after it landed)."""
+        return text is not None and Holder.parse(text).id == self.id
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._renew, name="store-lease", daemon=True)
         self._thread.start()
@@ -167,7 +173,7 @@ class Lease:
         while not self._stop.wait(self.lease_s / 3):
             try:
                 seen = read_lock(self.fs, self.path)
-                if seen != self.written:
+                if not self.holds(seen):
                     self.lost = f"the lock now holds {Holder.parse(seen or '').describe()}"
                     logger.error("store %s: writer lock lost: %s", self.uri, self.lost)
                     return
@@ -178,7 +184,7 @@ class Lease:
 
     def check(self) -> None:
         """Raise LeaseLost unless this process still holds the lock (before every commit)."""
-        if self.lost is None and read_lock(self.fs, self.path) != self.written:
+        if self.lost is None and not self.holds(read_lock(self.fs, self.path)):
             self.lost = "the lock object no longer holds this driver's lease"
         if self.lost is not None:
             raise LeaseLost(
@@ -190,8 +196,9 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.lost is None:
-            release_lock(self.fs, self.path, self.written)
+        seen = read_lock(self.fs, self.path)
+        if self.lost is None and seen is not None and self.holds(seen):
+            release_lock(self.fs, self.path, seen)
 
 
 class _Watch:

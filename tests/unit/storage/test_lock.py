@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 import uuid
 
@@ -107,3 +108,43 @@ def test_a_reader_sees_a_live_lease_as_a_writer_and_an_expired_one_as_none(store
     assert store.writer_active()
     put_lock(store, lease_s=60.0, renewals=0, expires_at=time.time() - 3600)
     assert not store.writer_active()
+
+
+class SlowLockWrites:
+    """A filesystem whose writes of the lock object wait for `go` once they have begun: a
+    renewal still on its way to the object store."""
+
+    def __init__(self, fs, path: str):
+        self.fs, self.path = fs, path
+        self.writing, self.go = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+    def open_output_stream(self, path):
+        if path == self.path:  # an object store's PUT: the old content until it completes
+            self.writing.set()
+            assert self.go.wait(30)
+        return self.fs.open_output_stream(path)
+
+
+def test_a_commit_during_a_renewal_finds_the_lease_still_held(store):
+    """A renewal rewrites the lock object while the main thread checks it before a commit:
+    the check reads the lease as it was, which is still this driver's (it once compared the
+    object with the renewal's new content and stopped a run with LeaseLost, on a real S3 run
+    with a 5 s lease)."""
+    with store.writer_lock():
+        lease = store._lease
+        slow = SlowLockWrites(lease.fs, lease.path)
+        lease.fs = slow
+        renewal = threading.Thread(target=lease.write)
+        renewal.start()
+        try:
+            assert slow.writing.wait(30)
+            lease.check()  # no LeaseLost
+            store.write_rows("settings", "k1", rows("k1"))
+        finally:
+            slow.go.set()
+            renewal.join(30)
+        lease.check()
+    assert lock_text(store) is None  # released: the object held this lease's last renewal
