@@ -186,7 +186,7 @@ def import_generations(
     samples = _samples(loaded, cell.setting, entries, at_limit)
     started = time.monotonic()
     records = loaded.execute(samples, config.limits, workers=config.exec_workers)
-    store = Store(config.store)
+    store = Store(config.store, lease_s=config.store_lock_lease_s)
     facts = RunFacts(
         command="import-generations",
         overrides=config.overrides,

@@ -97,6 +97,7 @@ def _run_config(
         checkpoint=ChunkPolicy(**_block(o, "checkpoint")),
         progress_every_s=o["progress.every_s"],
         compact_after_run=o["compaction.after_run"],
+        store_lock_lease_s=o["store_lock.lease_s"],
         estimate=EstimateSpec(**_block(o, "estimate")),
         preflight=PreflightSpec(**_block(o, "preflight")),
     )

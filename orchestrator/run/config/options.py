@@ -103,6 +103,9 @@ OPTION_NUMBERS: dict[str, Range] = {
     "checkpoint.batched_samples": Range(int, 1),
     "progress.every_s": Range(float, 0, low_open=True),
     "compaction.after_run": Range(int, 1, nullable=True),
+    "store_lock.lease_s": Range(
+        float, 1, 3600, why="a driver killed outright blocks the next run for up to this long"
+    ),
     "cluster.connect_timeout_s": Range(
         float, 0, 600, low_open=True, why="an unreachable cluster.address fails after this long"
     ),

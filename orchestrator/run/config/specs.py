@@ -124,6 +124,9 @@ class RunConfig:
     # A run that ends packs a table's finished shards once it has this many loose ones (None:
     # never). Packing pays per file read at thousands of settings; a few dozen read fast loose.
     compact_after_run: int | None = 200
+    # An object store's writer lock is a lease renewed every third of this (storage/lock.py); a
+    # driver killed outright holds the store for up to this long before the next run takes it.
+    store_lock_lease_s: float = 60.0
     estimate: EstimateSpec = field(default_factory=EstimateSpec)
     preflight: PreflightSpec = field(default_factory=PreflightSpec)
 

@@ -56,7 +56,7 @@ def run_grid(
     is recorded and acted on at the next safe point (execute/signals.py): Interrupted, with
     the run row `interrupted` once one is written. The row stays `running` until the run's
     last write, compaction included, so a stop at any moment of the run marks it."""
-    store = Store(prepared.config.store)
+    store = Store(prepared.config.store, lease_s=prepared.config.store_lock_lease_s)
     with recording_signals(stop or StopRequest()) as stop:
         stop.check()
         raise_if_blocking(preflight(prepared, make_plan(store, prepared, retry_failed)), command)
