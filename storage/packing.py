@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -31,15 +31,13 @@ import pyarrow.parquet as pq
 
 from storage import quarantine
 from storage.errors import NotLockHolder
+from storage.files import Files, derive_manifest
 from storage.filesystem import list_files
 from storage.integrity import ShardDamaged, arrow_owned, inspect
 from storage.layout import LivePack, StoredFile, is_pack_name, pack_name
 from storage.manifest import MANIFEST_FILE, Manifest, ManifestDamaged, PackRecord, Retired
-from storage.packs import derive_record, encode_pack, intact_groups, read_members
+from storage.packs import encode_pack, intact_groups, read_members
 from storage.schema import TABLES
-
-if TYPE_CHECKING:
-    from storage.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -62,13 +60,13 @@ class Recovery:
         )
 
 
-def _require_lock(store: Store, what: str) -> None:
+def _require_lock(store: Files, what: str) -> None:
     if not store.holds_writer_lock:
         raise NotLockHolder(f"{what} in store {store.uri} needs its writer lock")
 
 
 def pack_files(
-    store: Store,
+    store: Files,
     table: str,
     groups: Sequence[Sequence[tuple[str, pa.Table]]],
     retire: Sequence[StoredFile],
@@ -101,7 +99,7 @@ def pack_files(
     return records
 
 
-def settle(store: Store) -> int:
+def settle(store: Files) -> int:
     """Remove every leftover the manifest retires, then commit it without its retired records
     (and without the records of retired packs now gone). Returns the files removed."""
     current = store.manifest()
@@ -123,12 +121,12 @@ def settle(store: Store) -> int:
     return removed
 
 
-def _exists(store: Store, path: str) -> bool:
+def _exists(store: Files, path: str) -> bool:
     return store.fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
 def dissolve(
-    store: Store,
+    store: Files,
     table: str,
     pack: LivePack,
     damage: str | None = None,
@@ -157,7 +155,7 @@ def dissolve(
             "restored": sorted(restored),
             "lost": [m.key for m in pack.members if m.key not in restored],
         }
-        return len(members), store.quarantine(pack.file, reason)
+        return len(members), quarantine_file(store, pack.file, reason)
     current = store.manifest()
     retire = Retired(table, pack.file.name, pack.file.size, pack.file.mtime_ns, ())
     store.commit_manifest(current.with_retired([*current.retired, retire]))  # step 2
@@ -167,7 +165,7 @@ def dissolve(
     return len(members), None
 
 
-def _salvage(store: Store, pack: LivePack) -> list[tuple[str, pa.Table]]:
+def _salvage(store: Files, pack: LivePack) -> list[tuple[str, pa.Table]]:
     """The live members of a damaged pack that lie in row groups whose bytes (and the
     footer's) match the manifest's digests: exactly what was written, nothing else."""
     try:
@@ -186,7 +184,21 @@ def _salvage(store: Store, pack: LivePack) -> list[tuple[str, pa.Table]]:
         return []
 
 
-def release(store: Store, table: str, key: str) -> None:
+def quarantine_file(store: Files, file: StoredFile, reason: Mapping[str, Any]) -> str:
+    """Move `file` to `<root>/quarantine/<table>/<stamp>/<name>` with a `_reason.json` record
+    beside it (`Store.quarantine`); a pack is dropped from the manifest once moved. Only the
+    holder of the writer lock may do it."""
+    if not store.holds_writer_lock:
+        raise NotLockHolder(
+            f"quarantining {file.table}/{file.name} needs this Store's writer lock "
+            "(`with store.writer_lock(): ...`); readers only report damage"
+        )
+    moved = quarantine.move(store.fs, store.root, file, reason)
+    forget(store, file)
+    return moved
+
+
+def release(store: Files, table: str, key: str) -> None:
     """Before shard `key` of `table` is rewritten: finish what a kill left, then dissolve the
     pack that holds it, so that readers never see its old rows next to the new ones."""
     recover(store)
@@ -197,7 +209,7 @@ def release(store: Store, table: str, key: str) -> None:
         dissolve(store, table, pack)
 
 
-def forget(store: Store, file: StoredFile) -> None:
+def forget(store: Files, file: StoredFile) -> None:
     """After `file` left the table (quarantined): drop the manifest's record of it."""
     if not is_pack_name(file.name) or not _exists(store, store.manifest_path):
         return
@@ -208,7 +220,7 @@ def forget(store: Store, file: StoredFile) -> None:
         store.commit_manifest(current.with_packs((), drop=[named]).with_retired(kept))
 
 
-def recover(store: Store) -> Recovery:
+def recover(store: Files) -> Recovery:
     """Finish or undo what a kill left of a packing or a dissolve (see the module's doc). A
     store without a manifest and without packs (never compacted) has nothing to recover; one
     whose manifest is damaged, or gone while packs are there, gets one derived from the packs."""
@@ -258,7 +270,7 @@ def recover(store: Store) -> Recovery:
     return done
 
 
-def _reveal_committed(store: Store, record: PackRecord) -> bool:
+def _reveal_committed(store: Files, record: PackRecord) -> bool:
     """Rename the temporary file of a committed pack into place, if it is that pack."""
     stem = record.file.removesuffix(".parquet")
     for file in store.files(record.table):
@@ -275,25 +287,7 @@ def _reveal_committed(store: Store, record: PackRecord) -> bool:
     return False
 
 
-def derive_manifest(store: Store) -> Manifest:
-    """The packs' records from the packs themselves (their footers name their members), for a
-    store whose manifest is damaged or lost: no retired records, no checked loose files. A pack
-    that fails its seal is left out (`verify` reports it)."""
-    records = []
-    for table in TABLES:
-        for file in store.files(table):
-            if not is_pack_name(file.name):
-                continue
-            try:
-                payload = store.read_bytes(file.path)
-                inspect(payload, TABLES[table])
-                records.append(derive_record(payload, table, file.name))
-            except (ShardDamaged, OSError) as e:
-                logger.warning("pack %s/%s left out of the derived manifest: %s", table, file, e)
-    return Manifest(tuple(records))
-
-
-def has_packs(store: Store) -> bool:
+def has_packs(store: Files) -> bool:
     """Whether a table folder holds a file named like a pack (names only: cheap)."""
     for table in TABLES:
         folder = store.table_dir(table)
@@ -302,7 +296,7 @@ def has_packs(store: Store) -> bool:
     return False
 
 
-def _rebuild(store: Store, why: str) -> Manifest:
+def _rebuild(store: Files, why: str) -> Manifest:
     """Commit a manifest derived from the packs, keeping a copy of the damaged one in the
     quarantine first (the manifest is replaced in one rename: never absent meanwhile)."""
     if _exists(store, store.manifest_path):

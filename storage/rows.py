@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from storage.files import Files
 from storage.integrity import ShardDamaged, setting_key_of
 from storage.layout import TableView
 from storage.manifest import PackRecord
 from storage.packs import decode_members
 from storage.schema import TABLES
 
-if TYPE_CHECKING:
-    from storage.store import Store
-
 logger = logging.getLogger(__name__)
 
 
 def read_table(
-    store: Store,
+    store: Files,
     table: str,
     keys: Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
@@ -64,7 +61,7 @@ def read_table(
 
 
 def _decode_pack(
-    store: Store, record: PackRecord, keys: Sequence[str], columns: Sequence[str] | None
+    store: Files, record: PackRecord, keys: Sequence[str], columns: Sequence[str] | None
 ) -> tuple[pa.Table, dict[str, tuple[int, int]]] | None:
     try:
         data, where = decode_members(

@@ -135,6 +135,9 @@ class Module:
     # Registered backend names used to decide something: compared with, or listed in a
     # module-level table (the driver asks a backend's definition instead).
     backend_names: frozenset[str] = frozenset()
+    # (module, name) of every `from module import name`, anywhere in the file: the name may be
+    # a submodule, which is then what the file imports
+    from_imports: frozenset[tuple[str, str]] = frozenset()
 
 
 def parse(path: Path, name: str) -> Module:
@@ -154,12 +157,19 @@ def parse(path: Path, name: str) -> Module:
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
+    from_imports = {
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        for alias in node.names
+    }
     return Module(
         name,
         frozenset(names(ast.walk(tree))),
         frozenset(names(tree.body)),
         frozenset(calls),
         frozenset(backend_names_used(tree)),
+        frozenset(from_imports),
     )
 
 
@@ -321,6 +331,36 @@ def the_driver_asks_a_backends_definition(m: Module) -> list[str]:
     return sorted(m.backend_names)
 
 
+def module_edges(m: Module, known: frozenset[str]) -> set[str]:
+    """The project modules `m` imports: `import a.b` imports a.b, `from a import b` imports the
+    module a.b where there is one, else a (a package's own __init__ is not an edge of its
+    submodules: importing a.b runs a's __init__ first, which is Python's, not a cycle of ours)."""
+    out = {i for i in m.imports if i in known and not any(i == f for f, _ in m.from_imports)}
+    for module, name in m.from_imports:
+        target = f"{module}.{name}" if f"{module}.{name}" in known else module
+        if target in known:
+            out.add(target)
+    return out - {m.name}
+
+
+def no_import_cycles(m: Module) -> list[str]:
+    """The modules `m` imports that import `m` back, directly or through others: every import
+    counts, `TYPE_CHECKING` and function-local ones included (a cycle hidden there still ties
+    the two modules together)."""
+    graph = {**IMPORT_GRAPH, m.name: module_edges(m, KNOWN | {m.name})}
+    back = []
+    for start in sorted(graph[m.name]):
+        seen, todo = {start}, [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        if m.name in seen:
+            back.append(start)
+    return back
+
+
 RULES: dict[str, Callable[[Module], list[str]]] = {
     f.__name__: f
     for f in (
@@ -338,6 +378,7 @@ RULES: dict[str, Callable[[Module], list[str]]] = {
         storage_imports_nothing_of_the_project,
         orchestrator_reaches_backends_only_lazily,
         the_driver_asks_a_backends_definition,
+        no_import_cycles,
     )
 }
 
@@ -353,6 +394,8 @@ def project_modules() -> list[Module]:
 
 
 MODULES = project_modules()
+KNOWN = frozenset(m.name for m in MODULES)
+IMPORT_GRAPH = {m.name: module_edges(m, KNOWN) for m in MODULES}
 
 
 @pytest.mark.parametrize("rule", RULES)
