@@ -1,11 +1,12 @@
-"""`prompts`, `check-references`, `tiny-model`, `doctor`: commands that run worker code in the
-driver (orchestrator/tools)."""
+"""`prompts`, `check-references`, `tiny-model`, `doctor`, `stage`: commands that run worker
+code in the driver, or stage what the workers load (orchestrator/tools)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 
 from orchestrator.cli.common import add_overrides as _add_overrides
@@ -57,6 +58,22 @@ def register(sub) -> None:
         "(KEY=VALUE...), whether it can start here: weights, GPUs, cluster address",
     )
     p.add_argument("--json", action="store_true")
+    _add_overrides(p)
+
+    p = sub.add_parser(
+        "stage",
+        help="download every model revision a grid needs into this machine's Hugging Face "
+        "cache (HF_HOME), for compute nodes without internet",
+        description="On a login node that reaches the Hub, with HF_HOME on storage the compute "
+        "nodes share: each model of the grid (KEY=VALUE... as for `run`) at its configured "
+        "revision, the files transformers and vLLM load (config, tokenizer, one set of "
+        "weights), through huggingface_hub's own download. Runs on the compute nodes then set "
+        "the same HF_HOME and HF_HUB_OFFLINE=1 and load from the cache; `plan` shows the "
+        "weights as in the HF cache. Built-in and local-folder models need nothing. Exits 2 "
+        "when a model cannot be staged (repository or revision not found, gated, or the Hub "
+        "unreachable: one TCP probe, preflight.hub_timeout_s), naming each.",
+    )
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     _add_overrides(p)
 
 
@@ -158,9 +175,20 @@ def cmd_doctor(args) -> int:
     return 2 if data.get("grid", {}).get("blocking") else 0
 
 
+def cmd_stage(args) -> int:
+    from orchestrator.tools.stage import failures, render_stage, stage
+
+    report = stage(args.overrides)
+    _out(json.dumps(report.to_json(), indent=2) if args.json else render_stage(report))
+    for line in failures(report):
+        sys.stderr.write(f"reprogrid stage: error: {line}\n")
+    return 0 if report.ok else 2
+
+
 COMMANDS = {
     "prompts": cmd_prompts,
     "check-references": cmd_check_references,
     "tiny-model": cmd_tiny_model,
     "doctor": cmd_doctor,
+    "stage": cmd_stage,
 }

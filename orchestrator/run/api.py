@@ -13,7 +13,8 @@ from orchestrator.run.execute.record import RunFacts, RunRecord
 from orchestrator.run.plan.planner import unit_engine
 from orchestrator.run.preflight.checks import preflight
 from orchestrator.run.preflight.hardware import detect_gpus
-from orchestrator.run.preflight.hub import needs_hub, offline_hub, probe_hub
+from orchestrator.run.preflight.hub import HubProbe, needs_hub, offline_hub, probe_hub
+from orchestrator.run.preflight.weights import WeightsStatus, classify_hub_error, local_check
 from orchestrator.run.prepare.prepared import (
     PreparedGrid,
     file_sha256,
@@ -25,17 +26,21 @@ from orchestrator.run.prepare.provenance import library_versions
 
 __all__ = [
     "CellDefaults",
+    "HubProbe",
     "PreparedGrid",
     "RunConfig",
     "RunFacts",
     "RunRecord",
+    "WeightsStatus",
     "available",
     "choice_error",
+    "classify_hub_error",
     "detect_gpus",
     "file_sha256",
     "library_versions",
     "load_benchmark",
     "load_run_config",
+    "local_check",
     "needs_hub",
     "offline_hub",
     "preflight",
