@@ -1,14 +1,16 @@
 """The problems view at the study's size: a synthetic store of --models models x 60 settings
 (paper60) x 164 problems, one greedy sample each, with texts of realistic length; then
-`write_view` and the page in headless Chromium (Selenium and Debian's chromedriver).
+`write_view` (and again, with nothing changed) and the page in headless Chromium (Selenium and
+Debian's chromedriver).
 
     python perf/problems_view.py                 # 11 models, as the study
-    python perf/problems_view.py --models 2 --resamples 2000
+    python perf/problems_view.py --models 2
 
-Prints the time to write the store and the view, the bytes the page loads when opened (the
-budget is 2 MB), and in the browser: the time until the first model's matrix is drawn
-(navigation start -> drawn, `performance.now()`), a click until the sample's texts show, and
-choosing two settings until the paired counts show. Timings vary with the machine's load.
+Prints the time to write the store and the view (built, then reused), the bytes the page loads
+when opened (the budget is 2 MB), and in the browser: the time until the first model's matrix
+is drawn (navigation start -> drawn, `performance.now()`), a click until the sample's texts
+show, choosing two settings until their paired counts show (computed by the page from the
+matrix), and the interval resampled on request. Timings vary with the machine's load.
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from orchestrator.report.view.folder import write_view
-from orchestrator.report.view.problems import PairOptions
+from orchestrator.report.view.folder import ViewOptions, write_view
 from storage.store import Store
 
 GRID = list(
@@ -153,15 +154,19 @@ def browser_timings(index: Path) -> dict[str, float] | None:
             ".then(() => done(performance.now() - t));"
         )
         assert driver.find_element(By.ID, "pair-b").text.isdigit()
+        interval = driver.execute_script(
+            "const t = performance.now(); document.getElementById('pair-resample').click();"
+            "return performance.now() - t;"
+        )
+        assert driver.find_element(By.ID, "pair-interval").text.startswith("[")
     finally:
         driver.quit()
-    return {"open_ms": opened, "click_ms": click, "pair_ms": pair}
+    return {"open_ms": opened, "click_ms": click, "pair_ms": pair, "interval_ms": interval}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=11)
-    parser.add_argument("--resamples", type=int, default=10_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -169,16 +174,18 @@ def main() -> None:
         n = write_store(str(root / "store"), args.models)
         store_s = time.perf_counter() - start
         start = time.perf_counter()
-        summary = write_view(
-            Store(str(root / "store")), root / "view", PairOptions(n_resamples=args.resamples)
-        )
+        options = ViewOptions(root / "view")
+        summary = write_view(Store(str(root / "store")), options)
         view_s = time.perf_counter() - start
+        start = time.perf_counter()
+        again = write_view(Store(str(root / "store")), options)
+        again_s = time.perf_counter() - start
         size = sum(f.stat().st_size for f in (root / "view").rglob("*") if f.is_file())
         print(f"store: {args.models} models x 60 settings x {N_PROBLEMS} problems ({n} settings)")
         print(f"write store {store_s:8.1f} s")
-        print(
-            f"write view  {view_s:8.1f} s  ({args.resamples} resamples a pair, {size / 1e6:.1f} MB)"
-        )
+        built = f"{len(summary.built)} models built, {size / 1e6:.1f} MB"
+        print(f"write view  {view_s:8.1f} s  ({built})")
+        print(f"again       {again_s:8.1f} s  ({len(again.built)} models built)")
         print(f"first page  {summary.first_page_bytes / 1e6:8.3f} MB (budget 2 MB)")
         print(f"            {', '.join(summary.first_page)}")
         timings = browser_timings(root / "view" / "index.html")
@@ -188,6 +195,7 @@ def main() -> None:
         print(f"open (60 settings x {N_PROBLEMS} problems drawn) {timings['open_ms']:7.0f} ms")
         print(f"click a cell -> texts shown                    {timings['click_ms']:7.0f} ms")
         print(f"choose two settings -> paired counts shown      {timings['pair_ms']:7.0f} ms")
+        print(f"interval on request (10,000 draws)              {timings['interval_ms']:7.0f} ms")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ def register(sub) -> None:
         description="Write a static folder (index.html and data files) that shows each model's "
         "problems x settings, every sample's prompt, continuation, program and outcome, and the "
         "paired counts of two settings. Open index.html in a browser; nothing is loaded from "
-        "outside the folder. `reprogrid report --format html` writes the same into "
+        "outside the folder. A model's files are written once and reused while its settings "
+        "and files are unchanged. `reprogrid report --format html` writes the same into "
         "<report>/problems/.",
     )
     add_store(v)
@@ -67,7 +68,8 @@ def register(sub) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="bootstrap resamples of each paired comparison (default 10000, as `compare`)",
+        help="resamples of the interval the page computes on request for two settings "
+        "(default 10000, as `compare`)",
     )
     add_skip_damaged(v, " in printed notes")
 
@@ -177,28 +179,20 @@ def default_view_out(store: str) -> Path:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from orchestrator.report.tables.damaged import VIEW_READS
-    from orchestrator.report.view.folder import groups_without_damaged, view_groups, write_view
-    from orchestrator.report.view.problems import PairOptions
-    from orchestrator.report.view.viewpool import one_blas_thread, small_pages, view_workers
+    from orchestrator.report.view.folder import Resampling, ViewOptions, write_view
     from storage.store import Store
 
     store = Store(existing_store(args.store))
-    options = PairOptions() if args.resamples is None else PairOptions(n_resamples=args.resamples)
     out = Path(args.out) if args.out else default_view_out(args.store)
     link = "../report.html" if (out.parent / "report.html").is_file() else None
-    # as its workers do (one BLAS thread: before any thread of this process starts)
-    with one_blas_thread(), small_pages():
-        # every file the view reads, checked first: refused, or its settings left out
-        damage = damage_of(args.store, VIEW_READS, args.skip_damaged)
-        groups = groups_without_damaged(view_groups(store), damage)
-        summary = write_view(
-            store, out, options, report_link=link, workers=view_workers(), groups=groups
-        )
-    print_left_out(damage)
+    resampling = Resampling() if args.resamples is None else Resampling(n_resamples=args.resamples)
+    options = ViewOptions(out, link, args.skip_damaged, resampling)
+    summary = write_view(store, options)  # the files it reads checked first: plan_view
+    print_left_out(summary.damage)
     _out(
         f"problems view: {len(summary.groups)} model(s), {summary.n_settings} setting(s), "
-        f"{summary.n_problem_files} problem file(s); the page opens with "
+        f"{summary.n_problem_files} problem file(s); {len(summary.built)} model(s) built, "
+        f"{len(summary.groups) - len(summary.built)} unchanged; the page opens with "
         f"{summary.first_page_bytes / 1e6:.2f} MB"
     )
     _out(f"open {Path(summary.out) / 'index.html'}")

@@ -7,16 +7,18 @@ Options are documented in docs/report.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.cli.common import add_skip_damaged, add_store, damage_of, existing_store
+from orchestrator.cli.common import add_skip_damaged, add_store, existing_store
 from orchestrator.cli.common import out as _out
 from workers.card import BenchmarkCard
+
+if TYPE_CHECKING:
+    from orchestrator.report.tables.data import ReportOptions
+    from storage.damage import StoreDamage
 
 logger = logging.getLogger(__name__)
 
@@ -148,89 +150,51 @@ def _default_out(store: str) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    # What starts the view's workers first: they spawn and import (about 0.4 s each) on the
-    # core this process's own start leaves idle, and the first reads the view's groups, while
-    # this process imports pandas, reads the store's settings and checks the options; the
-    # report's renderers come after.
     from orchestrator.analysis.baseline import parse_baseline
     from orchestrator.report.choices import parse_formats
-    from orchestrator.report.view.viewpool import (
-        ViewPool,
-        one_blas_thread,
-        small_pages,
-        view_workers,
-    )
+    from orchestrator.report.tables.damaged import REPORT_READS
+    from orchestrator.report.tables.early import check_baseline_early
+    from orchestrator.report.view.folder import VIEW_DIR, Resampling, ViewOptions, write_view
+    from orchestrator.report.view.plan import Checked, plan_view
+    from storage.damage import damaged_error, find_damage
+    from storage.store import Store
 
     formats = parse_formats(args.format)
-    existing_store(args.store)
+    store = Store(existing_store(args.store))
     baseline = parse_baseline(args.baseline)
-    html = "html" in formats
-    link, view_job, stop, checked_ok = None, None, threading.Event(), threading.Event()
-    # beside the view's workers, this process computes with one BLAS thread too (limited before
-    # any thread of this process starts: `one_blas_thread`)
-    blas = one_blas_thread() if html else contextlib.nullcontext()
-    with blas, small_pages(), contextlib.ExitStack() as owned:  # small pages: `huge_pages`
-        workers = view_workers() if html else 0
-        pool = owned.enter_context(ViewPool(workers, behind=True)).start() if workers > 1 else None
-        background = owned.enter_context(ThreadPoolExecutor(1))  # ends before the pool does
-        from orchestrator.report.tables.damaged import report_reads
-        from orchestrator.report.tables.data import ReportOptions
-        from orchestrator.report.view.folder import (
-            VIEW_DIR,
-            groups_at,
-            groups_without_damaged,
-            view_groups,
-        )
-        from storage.store import Store
+    out = Path(args.out or _default_out(args.store))
+    # Every file the report reads is checked before it reads any (report/tables/damaged.py),
+    # the view's as it plans (view/plan.py): a store with a damaged one is refused first,
+    # naming every one, or with --skip-damaged their settings are left out and named.
+    found = find_damage(store, REPORT_READS)
+    if not found.files or args.skip_damaged:
+        check_baseline_early(store, baseline, found)  # a misspelt value fails at once
+    plan = None
+    if "html" in formats:  # which of the view's models to build; their files checked
+        plan = plan_view(store, out / VIEW_DIR, args.skip_damaged, Checked(REPORT_READS, found))
+    elif found.files and not args.skip_damaged:
+        raise damaged_error(found)
+    options = _report_options(args, baseline, plan.damage if plan is not None else found)
 
-        # every file the report reads, checked before it reads any: a damaged one refused, or
-        # with --skip-damaged its settings left out and named (report/tables/damaged.py)
-        damage = damage_of(args.store, report_reads(html), args.skip_damaged)
-        defaults = ReportOptions()
-        options = ReportOptions(
-            own_template_of=own_template_from_config,
-            card_of=card_from_registry,
-            data_dir=data_dir_from_config(),
-            literature_path=args.literature,
-            mapping_path=args.mapping,
-            baseline=baseline,
-            n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
-            confidence=args.confidence if args.confidence is not None else defaults.confidence,
-            seed=args.seed if args.seed is not None else defaults.seed,
-            damage=damage,
-        )
-        out = Path(args.out or _default_out(args.store))
-        groups: Future = Future()  # the view's groups (`view_groups`)
-        if html:
-            if pool is not None:
-                groups = pool.executor.submit(groups_at, Store(args.store).uri)
-            else:
-                groups.set_result(view_groups(Store(args.store)))
-            # The view is written (by its processes) while this one computes and writes the
-            # report. Its workers compute while the options are checked, on the core the check
-            # leaves idle; they write nothing before `checked_ok`.
-            view_job = background.submit(
-                _write_problems_view, args.store, out, options, groups, stop, checked_ok, pool
-            )
-        try:
-            from orchestrator.report.formats.render import write_report
-            from orchestrator.report.tables.build import check_report, finish_report
+    from orchestrator.report.formats.render import write_report
+    from orchestrator.report.tables.build import check_report, finish_report
 
-            checked = check_report(args.store, options)  # a bad option fails here, before any file
-            checked_ok.set()
-            data = finish_report(checked)
-            if html:  # the report's setting keys link to their column in the view
-                shown = {
-                    str(s["setting_key"])
-                    for g in groups_without_damaged(groups.result(), damage)
-                    for s in g.settings
-                }
-                link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
-            paths = write_report(data, out, formats, link)
-            view = view_job.result() if view_job is not None else None
-        except BaseException:  # Ctrl-C, or a failure: the view stops too, not after its work
-            stop.set()
-            raise
+    data = finish_report(check_report(args.store, options))  # the options checked whole first
+    link = None
+    if plan is not None:  # the report's setting keys link to their column in the view
+        shown = plan.keys
+        link = lambda key: f"{VIEW_DIR}/index.html#setting={key}" if key in shown else None  # noqa: E731
+    paths = write_report(data, out, formats, link)
+    view = None
+    if plan is not None:
+        resampling = Resampling(options.n_resamples, options.confidence, options.seed)
+        view_options = ViewOptions(out / VIEW_DIR, "../report.html", args.skip_damaged, resampling)
+        view = write_view(store, view_options, plan)
+    _print_report(data, paths, view)
+    return 0
+
+
+def _print_report(data, paths, view) -> None:
     for note in data.notes:
         _out(f"note: {note}")
     answers = data.table("answers")
@@ -246,26 +210,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         _out(str(path))
     if view is not None:
         _out(str(Path(view.out) / "index.html"))
-    return 0
 
 
-def _write_problems_view(store: str, out: Path, options, groups: Future, stop, ready, pool):
-    from orchestrator.report.view.folder import VIEW_DIR, groups_without_damaged, write_view
-    from orchestrator.report.view.problems import PairOptions
-    from orchestrator.report.view.viewpool import view_workers
-    from storage.store import Store
+def _report_options(args: argparse.Namespace, baseline: dict, damage: StoreDamage) -> ReportOptions:
+    from orchestrator.report.tables.data import ReportOptions
 
-    pairing = PairOptions(options.n_resamples, options.confidence, options.seed)
-    return write_view(
-        Store(store),
-        out / VIEW_DIR,
-        pairing,
-        report_link="../report.html",
-        workers=view_workers(),
-        groups=groups_without_damaged(groups.result(), options.damage),
-        cancel=stop,
-        ready=ready,
-        pool=pool,
+    defaults = ReportOptions()
+    return ReportOptions(
+        own_template_of=own_template_from_config,
+        card_of=card_from_registry,
+        data_dir=data_dir_from_config(),
+        literature_path=args.literature,
+        mapping_path=args.mapping,
+        baseline=baseline,
+        n_resamples=args.resamples if args.resamples is not None else defaults.n_resamples,
+        confidence=args.confidence if args.confidence is not None else defaults.confidence,
+        seed=args.seed if args.seed is not None else defaults.seed,
+        damage=damage,
     )
 
 

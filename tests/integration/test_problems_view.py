@@ -2,10 +2,12 @@
 chromedriver (`.ci/system-packages.sh` installs both; Selenium never downloads a browser or a
 driver here: both paths are given). On the known-outcome store of tests/fixtures_store.py
 (write_view_store): clicking a cell shows the store's program, two settings show their diff and
-the Evidence module's paired counts, sorting by disagreement puts the problem the fixture makes
-disagree first, the outcome and axis filters narrow the matrix, and nothing is requested from
-outside the folder. The report's setting keys open their column. Screenshots at 1400 px stay in
-the test's temporary folder.
+the paired counts the page computes from the matrix, sorting by disagreement puts the problem
+the fixture makes disagree first, the outcome and axis filters narrow the matrix, and nothing
+is requested from outside the folder. On stores written through the store (the paper grid,
+several samples per problem, truncated prompts that pass): the page's n, b, c, B - A, p and
+detectable difference are `reprogrid compare --json`'s for the same pair. The report's setting
+keys open their column. Screenshots at 1400 px stay in the test's temporary folder.
 
 Skipped, with the reason, when Selenium, Chromium or chromedriver is missing."""
 
@@ -21,13 +23,15 @@ import pytest
 
 from orchestrator.analysis.paired import compare_paired
 from orchestrator.cli import main
-from orchestrator.report.view import folder as view_module
+from orchestrator.report.view import modelfiles
 from orchestrator.report.view.inspection import problem_samples
 from storage.store import Store
 from tests.fixtures_store import (
     VIEW_STATES,
+    Spec,
     view_program,
     write_grid_store,
+    write_setting,
     write_synthetic_store,
     write_view_store,
 )
@@ -105,13 +109,20 @@ def open_page(driver, url: str, ready: str) -> float:
     return float(driver.execute_script("return window.reprogridView.state.openedMs"))
 
 
+def folder_of(out: Path, label: str) -> str:
+    """The folder of a model (by its label) under data/, from the view's index."""
+    text = (out / "data" / "index.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index(",") + 1 : text.rindex(")")])
+    return next(g["id"] for g in index["groups"] if g["label"] == label)
+
+
 @pytest.fixture(scope="module")
 def view(tmp_path_factory):
     root = tmp_path_factory.mktemp("view")
     keys = write_view_store(str(root / "store"))  # grid order: own 512, own 2048, t0.8, instruct
     out = root / "view"
     assert main(["view", "--store", str(root / "store"), "--out", str(out)]) == 0
-    return root, keys, out
+    return root, keys, out, folder_of(out, "tiny")
 
 
 def cell(driver, task: str, key: str):
@@ -120,9 +131,9 @@ def cell(driver, task: str, key: str):
 
 
 def test_click_a_cell_compare_two_settings_sort_and_filter(browser, view):
-    root, keys, out = view
+    root, keys, out, tiny = view
     requests(browser)
-    opened = open_page(browser, (out / "index.html").as_uri(), "m0")
+    opened = open_page(browser, (out / "index.html").as_uri(), tiny)
     logger.info(f"problems view of 4 settings x 6 problems opened in {opened:.0f} ms")
     rows = browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")
     assert [r.get_attribute("data-p") for r in rows] == [f"Python/{i}" for i in range(6)]
@@ -152,8 +163,18 @@ def test_click_a_cell_compare_two_settings_sort_and_filter(browser, view):
     assert browser.find_element(By.ID, "pair-b").text == "3"
     assert browser.find_element(By.ID, "pair-c").text == "1"
     assert browser.find_element(By.ID, "pair-n").text == "6"
-    assert float(browser.find_element(By.ID, "pair-p").text) == pytest.approx(want.p_value, 1e-2)
+    assert float(browser.find_element(By.ID, "pair-p").get_attribute("data-p")) == want.p_value
     assert browser.find_element(By.ID, "pair-delta").text == f"{want.delta_pp:.2f}"
+    # the interval, on request only: the page's own resampling, said so
+    assert not browser.find_elements(By.ID, "pair-interval")
+    browser.find_element(By.ID, "pair-resample").click()
+    interval = wait_for(browser, "document.getElementById('pair-interval')?.textContent")
+    low, high = (float(x) for x in interval.strip("[]").split(","))
+    assert low <= want.delta_pp <= high
+    assert (
+        "the page's own resampling: 10000 draws, seed 0"
+        in browser.find_element(By.ID, "pair-resampled").text
+    )
     deleted = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#diff td.del")]
     added = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#diff td.add")]
     # the fixture's settings 0 (own 2048) and 3 (t0.8) differ in line 2 only
@@ -198,39 +219,41 @@ def fresh_browser():
 
 
 def test_opening_loads_only_the_first_page(fresh_browser, view):
-    root, _, out = view
+    root, _, out, tiny = view
     browser = fresh_browser
-    open_page(browser, (out / "index.html").as_uri(), "m0")
+    open_page(browser, (out / "index.html").as_uri(), tiny)
     relative = {u[len(out.as_uri()) + 1 :] for u in requests(browser)}
     assert relative == {
         "index.html",
         "problems.js",
         "problems.css",
         "data/index.js",
-        "data/m0/matrix.js",
+        f"data/{tiny}/matrix.js",
     }
     browser.find_element(By.CSS_SELECTOR, 'tr[data-p="Python/1"] td.c').click()
     wait_for(browser, "document.getElementById('detail-program')")
     loaded = requests(browser)
     # on demand: the file that holds Python/1 (the fixture's six problems share one)
-    assert [u[len(out.as_uri()) + 1 :] for u in loaded] == ["data/m0/p/0.js"]
+    assert [u[len(out.as_uri()) + 1 :] for u in loaded] == [f"data/{tiny}/p/0.js"]
 
 
 def test_a_problem_in_a_later_file_shows_its_own_texts(fresh_browser, tmp_path, monkeypatch):
     """Problem files of two problems each: a click on Python/3 loads the file that starts at
     problem 2 and shows Python/3's program (the file's second problem), not problem 2's."""
     keys = write_view_store(str(tmp_path / "store"))
-    out = tmp_path / "view"
-    monkeypatch.setattr(view_module, "PROBLEM_FILE_BYTES", 1)  # one problem a file, to size them
-    assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
-    largest = max(p.stat().st_size for p in (out / "data/m0/p").glob("*.js"))
+    view = ("view", "--store", str(tmp_path / "store"), "--out")
+    monkeypatch.setattr(modelfiles, "PROBLEM_FILE_BYTES", 1)  # one problem a file, to size them
+    assert main([*view, str(tmp_path / "sizes")]) == 0
+    tiny = folder_of(tmp_path / "sizes", "tiny")
+    largest = max(p.stat().st_size for p in (tmp_path / f"sizes/data/{tiny}/p").glob("*.js"))
     # more than any one problem's JSON, less than any two: a file holds two problems
-    monkeypatch.setattr(view_module, "PROBLEM_FILE_BYTES", largest)
-    assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
-    starts = sorted(int(p.stem) for p in (out / "data/m0/p").glob("*.js"))
+    monkeypatch.setattr(modelfiles, "PROBLEM_FILE_BYTES", largest)
+    out = tmp_path / "view"
+    assert main([*view, str(out)]) == 0
+    starts = sorted(int(p.stem) for p in (out / f"data/{tiny}/p").glob("*.js"))
     assert starts == list(range(0, len(VIEW_STATES), 2))
     browser = fresh_browser
-    open_page(browser, (out / "index.html").as_uri(), "m0")
+    open_page(browser, (out / "index.html").as_uri(), tiny)
     requests(browser)
     store = Store(str(tmp_path / "store"))
     for task in ("Python/3", "Python/5"):
@@ -240,7 +263,107 @@ def test_a_problem_in_a_later_file_shows_its_own_texts(fresh_browser, tmp_path, 
         (sample,) = problem_samples(store, keys[1], task)
         assert program == sample.program
     loaded = [u[len(out.as_uri()) + 1 :] for u in requests(browser)]
-    assert loaded == ["data/m0/p/2.js", "data/m0/p/4.js"]
+    assert loaded == [f"data/{tiny}/p/2.js", f"data/{tiny}/p/4.js"]
+
+
+def compare_test(capsys, store: str, a: str, b: str) -> dict:
+    """`reprogrid compare --json A B`'s test: B against A."""
+    capsys.readouterr()
+    assert main(["compare", "--store", store, a, b, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["test"]
+
+
+def page_pair(driver, a: str, b: str) -> dict:
+    """Choose A and B in the page; its paired counts as drawn (the exact values the page
+    computed are in data attributes, the text rounds them)."""
+    Select(driver.find_element(By.ID, "cmp-a")).select_by_value(a)
+    Select(driver.find_element(By.ID, "cmp-b")).select_by_value(b)
+    wait_for(
+        driver,
+        f"document.getElementById('pair-stats')?.dataset.b === {b!r} && "
+        f"document.getElementById('pair-stats')?.dataset.a === {a!r}",
+    )
+    shown = {n: driver.find_element(By.ID, f"pair-{n}").text for n in ("n", "b", "c", "delta")}
+    delta = driver.find_element(By.ID, "pair-delta").get_attribute("data-pp")
+    mdd = driver.find_element(By.ID, "pair-mdd").get_attribute("data-pp")
+    p = driver.find_elements(By.ID, "pair-p")
+    return {
+        "n": int(shown["n"]),
+        "b": int(shown["b"]),
+        "c": int(shown["c"]),
+        "delta_text": shown["delta"],
+        "delta_pp": float(delta),
+        "mdd_pp": float(mdd),
+        "p_value": float(p[0].get_attribute("data-p")) if p else None,
+    }
+
+
+def test_the_pages_paired_counts_are_compares_on_the_paper_grid(browser, tmp_path, capsys):
+    """One sample per problem: n, b, c, B - A, the exact McNemar p and the detectable
+    difference the page computes from the matrix equal `reprogrid compare --json` on the same
+    pair (A and B as chosen, either order), for pairs along every axis."""
+    store = str(tmp_path / "store")
+    specs = write_grid_store(store)
+    out = tmp_path / "view"
+    assert main(["view", "--store", store, "--out", str(out)]) == 0
+    key = {
+        (s.model, s.template, s.decoding, s.max_length, s.precision): k for k, s in specs.items()
+    }
+    model = "deepseekcoder-1.3b-base"
+    base = key[model, "own", "greedy", 2048, "bf16"]
+    others = [
+        key[model, "instruct", "greedy", 2048, "bf16"],
+        key[model, "own", "t0.8", 2048, "bf16"],
+        key[model, "own", "greedy", 512, "bf16"],
+        key[model, "own", "greedy", 2048, "int4"],
+        key[model, "instruct", "t0.2", 512, "fp32"],
+    ]
+    open_page(browser, (out / "index.html").as_uri(), folder_of(out, model))
+    for a, b in [*((base, o) for o in others), (others[3], base), (others[1], others[4])]:
+        got, want = page_pair(browser, a, b), compare_test(capsys, store, a, b)
+        assert want["method"] == "exact McNemar"
+        assert (got["n"], got["b"], got["c"]) == (want["n"], want["b"], want["c"]), (a, b)
+        assert got["p_value"] == want["p_value"]  # the same double
+        assert got["delta_pp"] == pytest.approx(want["delta_pp"], rel=1e-12, abs=1e-12)
+        assert got["delta_text"] == f"{want['delta_pp']:.2f}"
+        assert got["mdd_pp"] == pytest.approx(want["mdd_pp"], rel=1e-12)
+
+
+def test_the_pages_counts_with_samples_and_truncated_passes_are_compares(browser, tmp_path, capsys):
+    """Several samples per problem (each problem's pass rate), and truncated prompts whose
+    samples passed (R cells that count as passes): the page's n, b, c, B - A and detectable
+    difference equal `compare`'s; its sign-flip p, on request, too (both enumerate every sign
+    pattern of the ten problems); its interval is its own resampling."""
+    store = str(tmp_path / "store")
+    model = "deepseekcoder-1.3b-base"
+    specs = [
+        Spec(model, "own", "greedy", 2048, "bf16", passes=5, truncated=4),
+        Spec(model, "own", "greedy", 2048, "fp16", passes=7),
+        Spec(model, "own", "t0.8", 2048, "bf16", passes=13, n_samples=3, truncated=5),
+        Spec(model, "own", "t0.8", 2048, "fp16", passes=19, n_samples=3),
+    ]
+    keys = [write_setting(Store(store), spec, n_problems=10) for spec in specs]
+    out = tmp_path / "view"
+    assert main(["view", "--store", store, "--out", str(out)]) == 0
+    open_page(browser, (out / "index.html").as_uri(), folder_of(out, model))
+    passing = browser.execute_script("return window.reprogridView.state.group.passing")
+    assert passing  # the fixture's truncated prompts pass somewhere: R cells that count
+    for a, b in [(keys[0], keys[1]), (keys[2], keys[3]), (keys[0], keys[3])]:
+        got, want = page_pair(browser, a, b), compare_test(capsys, store, a, b)
+        assert (got["n"], got["b"], got["c"]) == (want["n"], want["b"], want["c"]), (a, b)
+        assert got["delta_pp"] == pytest.approx(want["delta_pp"], rel=1e-9, abs=1e-9)
+        assert got["mdd_pp"] == pytest.approx(want["mdd_pp"], rel=1e-9)
+        if want["method"] == "exact McNemar":
+            assert got["p_value"] == want["p_value"]
+            continue
+        assert got["p_value"] is None  # a resampled p is computed on request only
+        browser.find_element(By.ID, "pair-resample").click()
+        p = wait_for(browser, "document.getElementById('pair-perm-p')?.dataset.p")
+        assert want["exhaustive"] and float(p) == pytest.approx(want["p_value"], rel=1e-12)
+        interval = browser.find_element(By.ID, "pair-interval").text
+        low, high = (float(x) for x in interval.strip("[]").split(","))
+        assert low <= high
+    browser.save_screenshot(str(tmp_path / "samples.png"))
 
 
 def test_a_report_setting_key_opens_its_column(browser, tmp_path):
@@ -270,7 +393,8 @@ def test_a_60_setting_model_at_1400_px(browser, tmp_path):
     write_grid_store(str(store))
     out = tmp_path / "view"
     assert main(["view", "--store", str(store), "--out", str(out), "--resamples", "200"]) == 0
-    opened = open_page(browser, (out / "index.html").as_uri(), "m0")
+    first = folder_of(out, "deepseekcoder-1.3b-base")
+    opened = open_page(browser, (out / "index.html").as_uri(), first)
     logger.info(f"problems view of 60 settings x 164 problems opened in {opened:.0f} ms")
     assert len(browser.find_elements(By.CSS_SELECTOR, "th.key")) == 60
     assert len(browser.find_elements(By.CSS_SELECTOR, "#matrix tbody tr")) == 164
@@ -300,7 +424,7 @@ def test_a_sample_the_harness_slicing_cut_says_so_in_its_panel(browser, tmp_path
     store.write_rows("generations", keys[1], cut)
     out = tmp_path / "view"
     assert main(["view", "--store", str(tmp_path / "store"), "--out", str(out)]) == 0
-    open_page(browser, (out / "index.html").as_uri(), "m0")
+    open_page(browser, (out / "index.html").as_uri(), folder_of(out, "tiny"))
     cell(browser, "Python/3", keys[1]).click()
     note = wait_for(browser, "document.getElementById('detail-mismatch')?.textContent")
     assert note.startswith("Decode mismatch: the harness's prompt slicing cut this continuation")

@@ -9,6 +9,7 @@ CSV has its header even when the table has no rows.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,6 @@ from orchestrator.report.formats.display import (
     title,
 )
 from orchestrator.report.formats.html import render_html
-from orchestrator.report.formats.indented import indented
 from orchestrator.report.formats.tex import render_tex, snippets
 from orchestrator.report.tables import wording
 from orchestrator.report.tables.damaged import LEFT_OUT_HEADING
@@ -159,7 +159,7 @@ def render_json(data: ReportData) -> str:
             for t in data.tables
         },
     }
-    return indented(doc) + "\n"  # as json.dumps(doc, indent=2, default=str) writes it
+    return json.dumps(doc, indent=2, default=str) + "\n"
 
 
 def write_csvs(data: ReportData, out_dir: Path) -> list[Path]:

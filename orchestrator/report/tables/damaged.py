@@ -71,14 +71,10 @@ def write_left_out(damage: StoreDamage | None, out: Path) -> Path | None:
 
 
 # The tables each command reads, whose files it checks before it answers (`check_damage`).
+# The problems view (`view`, and `report` with html) checks the files it reads itself, when it
+# reads them: orchestrator/report/view/plan.py.
 REPORT_READS = ("settings", "scores", "executions", "runs", "repeat_checks")
-VIEW_READS = ("settings", "generations", "executions")  # also `report` with html (the view)
 SHOW_READS = ("settings", "generations", "executions")  # of the settings it shows only
 COMPARE_READS = ("settings", "scores", "executions", "repeat_checks")
 EEE_READS = ("settings", "scores", "executions", "runs")
 MLFLOW_READS = ("settings", "scores", "executions", "generations", "runs")
-
-
-def report_reads(html: bool) -> tuple[str, ...]:
-    """What `report` reads: the view's generations too when it writes html."""
-    return REPORT_READS + (("generations",) if html else ())

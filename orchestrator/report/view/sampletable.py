@@ -77,7 +77,7 @@ class SampleTable:
     n_prompt_tokens: list[int | None]
     n_output_tokens: list[int | None]
     decode_mismatch: list[bool]
-    passed: dict[tuple[str, str], list[bool]]  # (setting key, task) -> flags in sample order
+    passes: list[bool]  # its execution passed (the last row of the sample; False: none)
 
     def states(self) -> dict[tuple[str, str], list[str]]:
         """(setting key, task) -> its samples' state codes in sample order (`matrix`)."""
@@ -86,6 +86,17 @@ class SampleTable:
             a, b = self.starts[p], self.starts[p + 1]
             for column, code in zip(self.column[a:b], self.code[a:b], strict=True):
                 out.setdefault((self.keys[column], task), []).append(code)
+        return out
+
+    def passing(self) -> dict[tuple[str, str], int]:
+        """(setting key, task) -> how many of its samples passed, the count `compare` pairs
+        (a sample whose prompt was truncated may pass: its state says R, not P)."""
+        out: dict[tuple[str, str], int] = {}
+        for p, task in enumerate(self.tasks):
+            a, b = self.starts[p], self.starts[p + 1]
+            for column, ok in zip(self.column[a:b], self.passes[a:b], strict=True):
+                cell = (self.keys[column], task)
+                out[cell] = out.get(cell, 0) + ok
         return out
 
     def problem_file(self, p: int) -> dict[str, Any]:
@@ -163,7 +174,7 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
     """The group's samples: `generations` (GENERATION_COLUMNS) joined with `executions`
     (EXECUTION_COLUMNS) on setting, problem and sample, the last execution row of a sample
     when it has several; `keys`, the group's settings in grid order (a generation of another
-    setting is an error). `passed` also holds executions without a generation."""
+    setting is an error)."""
     g_keys, g_key_values = _coded(generations.column("setting_key"))
     g_tasks, g_task_values = _coded(generations.column("task_id"))
     e_keys, e_key_values = _coded(executions.column("setting_key"))
@@ -231,17 +242,9 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
             ids[ids == absent] = distinct.index("")
         distinct[absent] = ""
 
-    # (setting, problem) -> passed flags in sample order, over every execution row
-    flags = _flags(executions.column("passed"))[by_code].astype(bool).tolist()
-    cell = sorted_codes // width
-    first = np.flatnonzero(np.diff(cell, prepend=-1)).tolist() if cell.size else []
-    ends = [*first[1:], len(flags)] if first else []
-    cells = cell[first] if first else cell[:0]
-    key_no, task_no = (cells // len(every_task)).tolist(), (cells % len(every_task)).tolist()
-    passed = {
-        (every_key[k], every_task[t]): flags[a:b]
-        for k, t, a, b in zip(key_no, task_no, first, ends, strict=True)
-    }
+    # each sample's execution passed (its last row, as its state; none: not passed)
+    flags = _flags(executions.column("passed"))
+    passes = (flags[np.maximum(executed, 0)] > 0) & (executed >= 0) if flags.size else executed < -1
 
     return SampleTable(
         keys=tuple(keys),
@@ -259,5 +262,5 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
         n_prompt_tokens=generations.column("n_prompt_tokens").take(positions(order)).to_pylist(),
         n_output_tokens=generations.column("n_output_tokens").take(positions(order)).to_pylist(),
         decode_mismatch=_flags(generations.column("decode_mismatch"))[order].astype(bool).tolist(),
-        passed=passed,
+        passes=passes.tolist(),
     )

@@ -1,7 +1,9 @@
 // The problems view: one model's problems x settings, each cell a sample's state.
 // Data files are scripts that call reprogridView.receive(id, payload) (script tags load from
-// file:// where fetch() cannot), loaded on demand: the index, then one model's matrix, then a
-// problem's texts when a cell is clicked, the model's paired counts when two settings are chosen.
+// file:// where fetch() cannot), loaded on demand: the index, then one model's matrix (named by
+// its folder, data/<name>/), then a problem's texts when a cell is clicked. Two settings' paired
+// counts are computed here from the matrix's cells (what `reprogrid compare` computes from the
+// store); an interval is resampled only when asked for.
 "use strict";
 (function () {
   const STATES = {
@@ -63,7 +65,9 @@
     $("cmp-b").onchange = () => choose("b", $("cmp-b").value || null);
     $("matrix").addEventListener("click", onMatrixClick);
     const h = hashParams();
-    const gid = (h.setting && index.keys[h.setting]) || h.model || (index.groups[0] && index.groups[0].id);
+    // #model= names a model's folder, or the model (its label) itself
+    const named = h.model && index.groups.find((g) => g.id === h.model || g.label === h.model || g.model === h.model);
+    const gid = (h.setting && index.keys[h.setting]) || (named && named.id) || (index.groups[0] && index.groups[0].id);
     if (!gid) { $("meta").textContent = "This store holds no generated setting."; return; }
     openGroup(gid, h);
   }
@@ -293,36 +297,160 @@
   function choose(which, key) { view[which] = key; markAB(); return drawCompare(); }
   function compare(a, b) { view.a = a; view.b = b; drawCompareChoices(); markAB(); return drawCompare(); }
 
-  function pairOf(ka, kb) {
-    return load(view.gid + "/pairs").then((pairs) => {
-      const ia = pairs.keys.indexOf(ka), ib = pairs.keys.indexOf(kb);
-      return {result: pairs.pairs[Math.min(ia, ib) + "," + Math.max(ia, ib)], swapped: ia > ib, options: pairs.options};
+  // Each setting's outcome on problem i: its passing samples of its samples (a cell's P codes,
+  // or the count the matrix lists in `passing`: a truncated prompt's sample that passed), or
+  // null where it holds no sample.
+  function outcome(g, i, j) {
+    const code = g.cells[i].split(",")[j];
+    if (!code) return null;
+    if (!g.passingAt) { g.passingAt = {}; (g.passing || []).forEach(([p, s, k]) => { g.passingAt[p + "," + s] = k; }); }
+    const listed = g.passingAt[i + "," + j];
+    return {k: listed === undefined ? code.split("P").length - 1 : listed, n: code.length};
+  }
+  function some(names) { return names.length ? names.slice(0, 3).join(", ") + (names.length > 3 ? ", ..." : "") : "none"; }
+
+  // B compared with A on the problems both hold, as orchestrator/analysis/paired.py computes it:
+  // d = B's pass rate minus A's per problem; b problems where A does better, c where B does.
+  function pairStats(g, ja, jb) {
+    const onlyA = [], onlyB = [], d = [];
+    let binary = true;
+    g.problems.forEach((task, i) => {
+      const a = outcome(g, i, ja), b = outcome(g, i, jb);
+      if (a && !b) onlyA.push(task); else if (b && !a) onlyB.push(task);
+      else if (a && b) { d.push(b.k / b.n - a.k / a.n); binary = binary && a.n === 1 && b.n === 1; }
     });
+    if (onlyA.length || onlyB.length) {
+      onlyA.sort(); onlyB.sort();
+      return {error: "the settings hold different problems: " + onlyA.length + " only in A (" + some(onlyA) + "), " + onlyB.length + " only in B (" + some(onlyB) + ")"};
+    }
+    if (!d.length) return {error: "no problem holds samples of both"};
+    let b = 0, c = 0, sum = 0, squares = 0;
+    d.forEach((x) => { if (x < 0) b += 1; else if (x > 0) c += 1; sum += x; squares += x * x; });
+    const n = d.length;
+    return {n, b, c, d, binary, delta_pp: 100 * (sum / n), p: binary ? mcnemarP(b, c) : null, mdd_pp: mddPp(squares / n, n)};
+  }
+
+  // The exact two-sided McNemar p: 2 P(X <= min(b, c)) for X ~ Binomial(b + c, 1/2), at most 1,
+  // in exact integers, then the double nearest to it (what `compare` prints).
+  function mcnemarP(b, c) {
+    const m = b + c, low = Math.min(b, c);
+    if (m === 0) return 1;
+    let term = 1n, tail = 0n;
+    for (let k = 0; k <= low; k++) {
+      if (k > 0) term = term * BigInt(m - k + 1) / BigInt(k);
+      tail += term;
+    }
+    const num = 2n * tail, den = 1n << BigInt(m);
+    return num >= den ? 1 : nearest(num, den);
+  }
+  // num / den (0 < num < den) rounded once: 64 bits of the quotient and a sticky bit for the rest,
+  // rounded to a double by Number(), then scaled by powers of two (exact while it is normal).
+  function nearest(num, den) {
+    const shift = den.toString(2).length - num.toString(2).length + 64;
+    const scaled = num << BigInt(shift);
+    let q = scaled / den;
+    if (q * den !== scaled) q |= 1n;
+    const half = Math.floor(shift / 2);
+    return Number(q) * Math.pow(2, -half) * Math.pow(2, -(shift - half));
+  }
+  // the minimum detectable difference at 80% power, two-sided alpha 0.05 (minimum_detectable_pp)
+  const Z_MDD = 2.801585218112968;
+  function mddPp(secondMoment, n) { return 100 * Z_MDD * Math.sqrt(Math.max(secondMoment, 1 / n) / n); }
+
+  // The page's own resampling, on request: seeded (mulberry32), never the report's draws.
+  function generator(seed) {
+    let a = seed >>> 0;
+    return () => {
+      a = (a + 0x6D2B79F5) >>> 0;
+      let t = Math.imul(a ^ (a >>> 15), a | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  // numpy.quantile's `linear` method over sorted values
+  function quantile(sorted, level) {
+    const h = (sorted.length - 1) * level, f = Math.floor(h), t = h - f;
+    const lo = sorted[f], hi = sorted[Math.min(f + 1, sorted.length - 1)];
+    return t >= 0.5 ? hi - (hi - lo) * (1 - t) : lo + (hi - lo) * t;
+  }
+  function resampled(stats, options) {
+    const d = stats.d, n = d.length, R = options.n_resamples, next = generator(options.seed);
+    const means = new Float64Array(R);
+    for (let r = 0; r < R; r++) {
+      let s = 0;
+      for (let k = 0; k < n; k++) s += d[Math.floor(next() * n)];
+      means[r] = s / n;
+    }
+    means.sort();
+    const out = {low: 100 * quantile(means, (1 - options.confidence) / 2), high: 100 * quantile(means, (1 + options.confidence) / 2)};
+    if (!stats.binary) Object.assign(out, signFlip(d, R, next));
+    return out;
+  }
+  // two-sided sign-flip permutation p of sum(d): every sign pattern of the nonzero differences
+  // when they are at most R, else R random patterns with the +1 correction (paired.py)
+  function signFlip(d, R, next) {
+    const nonzero = d.filter((x) => x !== 0), m = nonzero.length;
+    if (m === 0) return {p: 1, exhaustive: true};
+    const observed = nonzero.reduce((x, y) => x + y, 0);
+    const tol = 4 * d.length * Number.EPSILON * nonzero.reduce((x, y) => x + Math.abs(y), 0);
+    let less = 0, greater = 0, total = 0;
+    const count = (s) => { if (s <= observed + tol) less += 1; if (s >= observed - tol) greater += 1; total += 1; };
+    const exhaustive = Math.pow(2, m) <= R;
+    if (exhaustive) {
+      for (let pattern = 0; pattern < Math.pow(2, m); pattern++) {
+        let s = 0;
+        for (let k = 0; k < m; k++) s += (pattern >> k) & 1 ? -nonzero[k] : nonzero[k];
+        count(s);
+      }
+      return {p: Math.min(1, 2 * Math.min(less, greater) / total), exhaustive};
+    }
+    for (let r = 0; r < R; r++) {
+      let s = 0;
+      for (let k = 0; k < m; k++) s += next() < 0.5 ? -nonzero[k] : nonzero[k];
+      count(s);
+    }
+    return {p: Math.min(1, 2 * Math.min((less + 1) / (total + 1), (greater + 1) / (total + 1))), exhaustive};
+  }
+
+  function statsText(r, sa, sb) {
+    if (r.error) return "not comparable: " + esc(r.error);
+    const unit = r.binary ? ["only A passes", "only B passes"] : ["A scores higher", "B scores higher"];
+    const test = r.binary
+      ? " &middot; exact McNemar p = <b id=\"pair-p\" data-p=\"" + r.p + "\">" + Number(r.p).toPrecision(3) + "</b>"
+      : " &middot; <span class=\"muted\">B &minus; A is the mean over problems of each side's pass rate (passing samples / samples)</span>";
+    return "n = <b id=\"pair-n\">" + r.n + "</b> problems &middot; b (" + unit[0] + ") = <b id=\"pair-b\">" + r.b + "</b> &middot; c (" + unit[1] + ") = <b id=\"pair-c\">" + r.c +
+      "</b> &middot; B &minus; A = <b id=\"pair-delta\" data-pp=\"" + r.delta_pp + "\">" + r.delta_pp.toFixed(2) + "</b> pp" + test +
+      " &middot; detectable &ge; <span id=\"pair-mdd\" data-pp=\"" + r.mdd_pp + "\">" + r.mdd_pp.toFixed(1) + "</span> pp" +
+      "<br><button type=\"button\" id=\"pair-resample\">" + (r.binary ? "Interval" : "Interval and sign-flip p") + "</button> <span id=\"pair-resampled\" class=\"muted\"></span>" +
+      "<br><span class=\"muted\">The report's numbers: <code>reprogrid compare " + sa.key.slice(0, 12) + " " + sb.key.slice(0, 12) + "</code>.</span>";
+  }
+
+  function resampleOnRequest(r) {
+    const options = view.index.resampling;
+    const x = resampled(r, options);
+    const p = r.binary ? "" : " &middot; sign-flip permutation p = <b id=\"pair-perm-p\" data-p=\"" + x.p + "\">" + Number(x.p).toPrecision(3) + "</b>" + (x.exhaustive ? " (every sign pattern)" : "");
+    $("pair-resampled").innerHTML = "B &minus; A " + Math.round(100 * options.confidence) + "% interval <b id=\"pair-interval\">[" + x.low.toFixed(2) + ", " + x.high.toFixed(2) + "]</b> pp" + p +
+      " (the page's own resampling: " + options.n_resamples + " draws, seed " + options.seed + "; <code>reprogrid compare</code> draws its own)";
   }
 
   function drawCompare() {
     const g = view.group;
     if (!view.a || !view.b || view.a === view.b) return Promise.resolve();
-    // The paired test is stored once per pair, A the setting earlier in the grid's order.
-    let [ka, kb] = [view.a, view.b];
+    const ka = view.a, kb = view.b;
     const ja = g.settings.findIndex((s) => s.key === ka), jb = g.settings.findIndex((s) => s.key === kb);
-    if (ja > jb) [ka, kb] = [kb, ka];
-    const sa = g.settings.find((s) => s.key === ka), sb = g.settings.find((s) => s.key === kb);
+    const sa = g.settings[ja], sb = g.settings[jb];
+    const stats = pairStats(g, ja, jb);
     const i = view.cell ? view.cell.i : (visibleRows(visibleColumns())[0] ?? 0);
-    return Promise.all([pairOf(ka, kb), problemData(i)]).then(([pair, data]) => {
-      const r = pair.result;
-      const stats = !r ? "no paired result stored" : r.error ? "not comparable: " + esc(r.error) :
-        "n = <b id=\"pair-n\">" + r.n + "</b> problems &middot; b (only A passes) = <b id=\"pair-b\">" + r.b + "</b> &middot; c (only B passes) = <b id=\"pair-c\">" + r.c +
-        "</b> &middot; B &minus; A = <b id=\"pair-delta\">" + r.delta_pp.toFixed(2) + "</b> pp [" + r.ci_low_pp.toFixed(2) + ", " + r.ci_high_pp.toFixed(2) + "] &middot; " +
-        esc(r.method) + " p = <b id=\"pair-p\">" + Number(r.p_value).toPrecision(3) + "</b> &middot; detectable &ge; " + r.mdd_pp.toFixed(1) + " pp" +
-        " <span class=\"muted\">(" + pair.options.n_resamples + " resamples, " + Math.round(100 * pair.options.confidence) + "% interval)</span>";
+    return problemData(i).then((data) => {
       const pa = (data.byKey[ka] || []).find((x) => x.i === view.sample) || (data.byKey[ka] || [])[0];
       const pb = (data.byKey[kb] || []).find((x) => x.i === view.sample) || (data.byKey[kb] || [])[0];
       const text = (x) => (x ? data.texts[x.program] : "");
       $("compare").innerHTML = "<h2>Two settings &middot; " + esc(g.problems[i]) + "</h2>" +
         "<p>A <span class=\"sw\" style=\"border-color:#0072B2\">A</span>" + esc(sa.label) + " <span class=\"muted\">" + ka.slice(0, 12) + "</span> &middot; B <span class=\"sw\" style=\"border-color:#E69F00\">B</span>" +
-        esc(sb.label) + " <span class=\"muted\">" + kb.slice(0, 12) + "</span> <span class=\"muted\">(A is the one earlier in the grid's order)</span></p>" +
-        "<p id=\"pair-stats\">" + stats + "</p>" + diffTable(text(pa), text(pb));
+        esc(sb.label) + " <span class=\"muted\">" + kb.slice(0, 12) + "</span></p>" +
+        "<p id=\"pair-stats\" data-a=\"" + ka + "\" data-b=\"" + kb + "\">" + statsText(stats, sa, sb) + "</p>" + diffTable(text(pa), text(pb));
+      const button = $("pair-resample");
+      if (button) button.onclick = () => resampleOnRequest(stats);
     });
   }
 
@@ -358,6 +486,11 @@
       rows.map((r) => "<tr>" + cell(a, r[0], r[1]) + cell(b, r[2], r[3]) + "</tr>").join("") + "</table></div>";
   }
 
-  // select(task, key) and compare(keyA, keyB) return a promise of the drawn panel.
-  window.reprogridView = {receive, state: view, select: selectCell, compare};
+  // select(task, key) and compare(keyA, keyB) return a promise of the drawn panel; pair(keyA,
+  // keyB) the paired counts of two settings of the open model.
+  function pair(ka, kb) {
+    const g = view.group;
+    return pairStats(g, g.settings.findIndex((s) => s.key === ka), g.settings.findIndex((s) => s.key === kb));
+  }
+  window.reprogridView = {receive, state: view, select: selectCell, compare, pair};
 })();

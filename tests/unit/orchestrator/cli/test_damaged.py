@@ -9,12 +9,12 @@ line on a store of six settings (two models, three settings each)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.report.view import viewpool
 from storage.compact import PackPolicy, compact
 from storage.store import Store
 from tests.fixtures_store import BASE, INST, Spec, write_setting
@@ -33,8 +33,7 @@ FAST = ("--resamples", "200")  # the numbers are not what these tests check
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> tuple[str, list[str]]:
-    monkeypatch.setattr(viewpool, "view_workers", lambda: 1)  # a report's view in this process
+def store(tmp_path) -> tuple[str, list[str]]:
     root = tmp_path / "store"
     keys = [write_setting(Store(str(root)), spec) for spec in SPECS]
     return str(root), keys
@@ -140,6 +139,49 @@ def test_a_damaged_generations_shard_stops_view_and_show(store, tmp_path, capsys
     code, stdout, err = report(capsys, root, tmp_path / "md", "--format", "md,json")
     assert code == 0 and "left out" not in stdout, err
     assert grid_keys(tmp_path / "md") == set(keys)
+
+
+def test_a_damaged_file_of_a_built_model_is_found_when_its_model_is_built_again(
+    store, tmp_path, capsys
+):
+    """A model's folder of the view is reused only while every file it was built from is the
+    one listed then (name, size, mtime): a file damaged since is another file, its model is
+    built again, and its files are checked first: refused, or its setting left out and
+    named, and the model's folder without it."""
+    root, keys = store
+    view = ("view", "--store", root, "--out", str(tmp_path / "view"))
+    code, stdout, err = cli(capsys, *view)
+    assert code == 0 and "2 model(s) built" in stdout, err
+    file = damage(shard(root, "generations", keys[2]))
+    code, _, err = cli(capsys, *view)
+    assert_refused(code, err, file)
+    code, stdout, err = cli(capsys, *view, "--skip-damaged")
+    assert code == 0, err
+    assert f"note: left out setting {keys[2][:12]}: damaged {file}" in stdout
+    assert "1 model(s) built, 1 unchanged" in stdout  # the other model's folder is reused
+    index = (tmp_path / "view" / "data" / "index.js").read_text()
+    assert keys[2] not in index and all(k in index for k in keys if k != keys[2])
+
+
+def test_a_reused_models_files_are_not_read_nor_checked(store, tmp_path, capsys):
+    """A damage that leaves a file's size and mtime as they were (bytes changed in place, its
+    time put back) is not looked for in a model whose folder is reused: the view reads none of
+    its files and shows what they held when it was built; `report` still checks its own
+    tables whole, and `verify` finds it (docs/report.md, "The problems view")."""
+    root, keys = store
+    view = ("view", "--store", root, "--out", str(tmp_path / "view"))
+    assert cli(capsys, *view)[0] == 0
+    path = shard(root, "generations", keys[2])
+    stat = path.stat()
+    file = damage(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    code, stdout, err = cli(capsys, *view)
+    assert code == 0 and "0 model(s) built, 2 unchanged" in stdout, err
+    assert "left out" not in stdout
+    code, _, err = report(capsys, root, tmp_path / "report", "--format", "md")
+    assert code == 0, err  # the report reads no generations
+    code, stdout, _ = cli(capsys, "verify", "--store", root)
+    assert code != 0 and path.name in stdout and file.startswith("generations/")
 
 
 def test_a_damaged_executions_shard_is_refused_or_its_setting_named(store, tmp_path, capsys):

@@ -129,10 +129,10 @@ def test_view_writes_the_page_and_its_data(store, tmp_path, capsys):
     out = tmp_path / "view"
     assert main(["view", "--store", root, "--out", str(out), "--resamples", "50"]) == 0
     printed = capsys.readouterr().out
-    assert "2 model(s), 6 setting(s), 2 problem file(s)" in printed  # 6 problems a model
+    assert "2 model(s), 6 setting(s), 2 problem file(s); 2 model(s) built" in printed
     for name in ("index.html", "problems.js", "problems.css", "data/index.js"):
         assert (out / name).is_file(), name
     index = (out / "data/index.js").read_text(encoding="utf-8")
     assert all(k in index for k in keys)
-    pairs = (out / "data/m0/pairs.js").read_text(encoding="utf-8")
-    assert '"n_resamples":50' in pairs
+    assert '"n_resamples":50' in index  # what the page resamples with, on request
+    assert not list(out.rglob("pairs.js"))  # no pair is computed in advance

@@ -1,9 +1,10 @@
-"""The problems view's data (orchestrator/report/view/problems.py, view.py, inspection.py): cell
-states, disagreement, the grid's order, texts stored once, the paired counts of the Evidence
-module, and the first page's size budget for an 11-model x 60-setting store."""
+"""The problems view's data (orchestrator/report/view/problems.py, modelfiles.py, inspection.py):
+cell states, disagreement, the grid's order, the passes the cells do not show, texts stored
+once, and the first page's size budget for an 11-model x 60-setting store."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -11,12 +12,13 @@ import logging
 import numpy as np
 import pytest
 
-from orchestrator.analysis.paired import compare_paired
-from orchestrator.report.view.folder import _script, first_page, groups_of, write_view
+from orchestrator.report.view.folder import ViewOptions, first_page, write_view
 from orchestrator.report.view.inspection import CellState, cell_state, problem_samples
-from orchestrator.report.view.problems import PairOptions, disagreement, matrix
+from orchestrator.report.view.modelfiles import script
+from orchestrator.report.view.plan import groups_of
+from orchestrator.report.view.problems import disagreement, matrix
 from storage.store import Store
-from tests.fixtures_store import VIEW_STATES, write_view_store
+from tests.fixtures_store import VIEW_STATES, Spec, write_setting, write_view_store
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +62,9 @@ def test_disagreement_is_the_variance_of_the_pass_rates():
 def view(tmp_path_factory):
     root = tmp_path_factory.mktemp("problems")
     keys = write_view_store(str(root / "store"))
-    summary = write_view(Store(str(root / "store")), root / "view", PairOptions(n_resamples=500))
-    return root, keys, summary
+    summary = write_view(Store(str(root / "store")), ViewOptions(root / "view"))
+    groups = [g["id"] for g in payload(root / "view/data/index.js")["groups"]]
+    return root, keys, summary, groups
 
 
 def payload(path) -> dict:
@@ -71,8 +74,9 @@ def payload(path) -> dict:
 
 
 def test_matrix_is_in_grid_order_with_the_fixtures_states(view):
-    root, keys, _ = view
-    grid = payload(root / "view/data/m0/matrix.js")
+    root, keys, _, groups = view
+    grid = payload(root / f"view/data/{groups[0]}/matrix.js")
+    assert grid["id"] == groups[0] and grid["model"] == "tiny"
     assert [s["key"] for s in grid["settings"]] == keys
     assert grid["problems"] == [f"Python/{i}" for i in range(len(VIEW_STATES))]
     # keys are own 512, own 2048, own t0.8, instruct: the fixture's settings 2, 0, 3, 1
@@ -80,31 +84,26 @@ def test_matrix_is_in_grid_order_with_the_fixtures_states(view):
     assert grid["axes"] == ["template", "decoding", "max_length"]
     assert grid["disagreement"][2] == max(grid["disagreement"]) == 0.25
     assert [s["pass_pct"] for s in grid["settings"]] == [50.0, 66.67, 33.33, 33.33]
+    assert grid["passing"] == []  # every passing sample shows P
 
 
-def test_pairs_are_the_evidence_modules_results(view):
-    root, keys, _ = view
-    pairs = payload(root / "view/data/m0/pairs.js")
-    assert pairs["keys"] == keys and len(pairs["pairs"]) == 6
-    store = Store(str(root / "store"))
-    executions = store.read_table("executions").to_pylist()
-    passed = {
-        k: [
-            r["passed"]
-            for r in sorted(executions, key=lambda r: r["task_id"])
-            if r["setting_key"] == k
-        ]
-        for k in keys
-    }
-    for i, j in itertools.combinations(range(4), 2):
-        want = compare_paired(passed[keys[i]], passed[keys[j]], n_resamples=500)
-        got = pairs["pairs"][f"{i},{j}"]
-        assert (got["n"], got["b"], got["c"]) == (want.n, want.b, want.c)
-        assert got["p_value"] == pytest.approx(want.p_value, rel=1e-5)
-        assert got["ci_low_pp"] == pytest.approx(want.ci_low_pp, abs=1e-4)
-        assert got["method"] == want.method.value
-    # own 2048 (A) against own t0.8 (B): A alone solves Python/2, 3 and 5, B alone Python/4
-    assert (pairs["pairs"]["1,2"]["b"], pairs["pairs"]["1,2"]["c"]) == (3, 1)
+def test_the_matrix_lists_the_passes_its_cells_do_not_show(tmp_path):
+    """A truncated prompt's sample shows R whether it passed or not; the cells whose passing
+    samples are not their P codes are listed, so the page counts what `compare` counts."""
+    store = Store(str(tmp_path / "store"))
+    spec = Spec("tiny", "own", "greedy", 2048, "bf16", passes=5, truncated=4)
+    key = write_setting(store, spec, n_problems=8)
+    write_view(store, ViewOptions(tmp_path / "view"))
+    (group,) = payload(tmp_path / "view/data/index.js")["groups"]
+    grid = payload(tmp_path / f"view/data/{group['id']}/matrix.js")
+    passed = {r["task_id"]: r["passed"] for r in store.read_shard("executions", key).to_pylist()}
+    hidden = [
+        [i, 0, 1]
+        for i, task in enumerate(grid["problems"])
+        if grid["cells"][i] == "R" and passed[task]
+    ]
+    assert grid["passing"] == hidden
+    assert sum(c == "R" for c in grid["cells"]) == 4 and hidden  # the fixture's seed passes one
 
 
 def problem(root, group: str, i: int) -> dict:
@@ -117,8 +116,8 @@ def problem(root, group: str, i: int) -> dict:
 
 
 def test_texts_are_stored_once_per_problem(view):
-    root, keys, _ = view
-    texts = problem(root, "m0", 3)
+    root, keys, _, groups = view
+    texts = problem(root, groups[0], 3)
     assert texts["task_id"] == "Python/3"
     shown = {keys[r[0]]: dict(zip(texts["fields"], r, strict=True)) for r in texts["samples"]}
     assert set(shown) == set(keys) and len(shown) == len(texts["samples"])
@@ -135,21 +134,21 @@ def test_texts_are_stored_once_per_problem(view):
 
 
 def test_the_summary_names_what_the_page_loads_first(view):
-    root, keys, summary = view
+    root, keys, summary, groups = view
     assert summary.first_page == (
         "index.html",
         "problems.js",
         "problems.css",
         "data/index.js",
-        "data/m0/matrix.js",
+        f"data/{groups[0]}/matrix.js",
     )
     assert summary.first_page_bytes == sum(
         (root / "view" / f).stat().st_size for f in summary.first_page
     )
-    files = sorted((root / "view" / "data").glob("m*/p/*.js"))
+    files = sorted((root / "view" / "data").glob("*/p/*.js"))
     assert set(keys) <= summary.keys and summary.n_problem_files == len(files) == 2
     # a model's 6 small problems fit in one file; each file holds its problems in order
-    for group in ("m0", "m1"):
+    for group in groups:
         tasks = payload(root / f"view/data/{group}/matrix.js")["problems"]
         assert [problem(root, group, i)["task_id"] for i in range(len(tasks))] == tasks
     html = (root / "view/index.html").read_text(encoding="utf-8")
@@ -203,22 +202,26 @@ def test_the_first_page_of_an_11_model_60_setting_store_is_under_2_mb(tmp_path):
         settings, states = _big_group(seed=seed)
         every += settings
         if first is None:
-            first = _script("m0/matrix", matrix(settings, states))
-    groups = groups_of(every, {s["setting_key"] for s in every})
+            first = script(f"{'0' * 24}/matrix", matrix(settings, states))
+    groups = [
+        dataclasses.replace(g, id=f"{n:024x}")  # a folder's name: 24 hexadecimal characters
+        for n, g in enumerate(groups_of(every, {s["setting_key"] for s in every}))
+    ]
     assert len(groups) == 11 and all(len(g.settings) == 60 for g in groups)
-    write_view(Store(str(tmp_path / "empty")), tmp_path / "view")  # the assets, an empty index
+    write_view(Store(str(tmp_path / "empty")), ViewOptions(tmp_path / "view"))  # the assets
     index = {
         "store": "results",
         "generated_at": "2026-01-01 00:00 UTC",
         "report": "../report.html",
+        "resampling": {"n_resamples": 10000, "confidence": 0.95, "seed": 0},
         "groups": [
             {"id": g.id, "label": g.label, "model": g.model, "n_settings": 60} for g in groups
         ],
         "keys": {s["setting_key"]: g.id for g in groups for s in g.settings},
     }
     sizes = {name: (tmp_path / "view" / name).stat().st_size for name in first_page(groups)[:3]}
-    sizes["data/index.js"] = len(_script("index", index).encode())
-    sizes["data/m0/matrix.js"] = len(first.encode())
+    sizes["data/index.js"] = len(script("index", index).encode())
+    sizes[f"data/{groups[0].id}/matrix.js"] = len(first.encode())
     total = sum(sizes.values())
     logger.info(f"first page of 11 models x 60 settings x 164 problems: {total} bytes {sizes}")
     assert set(sizes) == set(first_page(groups))

@@ -9,8 +9,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from orchestrator.report.view.folder import EXECUTION_COLUMNS, GENERATION_COLUMNS
 from orchestrator.report.view.inspection import CellState, cell_state, task_order
+from orchestrator.report.view.modelfiles import EXECUTION_COLUMNS, GENERATION_COLUMNS
 from orchestrator.report.view.sampletable import SAMPLE_FIELDS, integers, sample_table
 from tests.unit.orchestrator.report.view.view_rows import execution, generation, table
 
@@ -51,11 +51,12 @@ def test_samples_join_in_problem_then_grid_then_sample_order_with_states_and_pas
     assert got.code == ["L", "P", "P", "R", "N"]
     assert got.outcome == ["failed", "passed", "passed", "error", None]
     assert got.error_type == ["AssertionError", None, None, "AssertionError", None]
-    assert got.passed == {
-        ("a", "Python/1"): [True],
-        ("a", "Python/2"): [False],
-        ("b", "Python/1"): [False, True],  # sample order, not row order
-        ("c", "Python/1"): [False],
+    assert got.passes == [False, True, True, False, False]  # each sample's own execution
+    assert got.passing() == {
+        ("b", "Python/1"): 1,
+        ("a", "Python/1"): 1,
+        ("a", "Python/2"): 0,
+        ("a", "Python/10"): 0,
     }
     assert got.states() == {
         ("b", "Python/1"): ["L", "P"],
@@ -70,7 +71,7 @@ def test_a_sample_executed_twice_takes_its_last_execution_row():
     execs = [execution("a", "Python/0", 0, "failed"), execution("a", "Python/0", 0, "passed")]
     got = sample_table(*_tables(gens, execs), keys=["a"])
     assert got.state == [CellState.PASSED] and got.outcome == ["passed"]
-    assert got.passed == {("a", "Python/0"): [False, True]}  # both rows, in the order read
+    assert got.passes == [True] and got.passing() == {("a", "Python/0"): 1}
 
 
 def test_a_generation_outside_the_groups_settings_is_named():
@@ -81,7 +82,7 @@ def test_a_generation_outside_the_groups_settings_is_named():
 
 def test_no_rows_make_no_problems():
     got = sample_table(*_tables([], []), keys=["a"])
-    assert got.tasks == () and got.starts == [0] and got.passed == {}
+    assert got.tasks == () and got.starts == [0] and got.passes == [] and got.passing() == {}
 
 
 def test_a_problem_file_names_its_fields_once_and_stores_each_text_once():
@@ -195,6 +196,13 @@ def test_the_problem_files_are_those_built_one_sample_at_a_time():
             rows.append(tuple(r))
         assert rows == want[task], task
         assert len(text) == len(set(text))
+    last = {(e["setting_key"], e["task_id"], e["sample_index"]): e for e in execs}
+    passing: dict[tuple[str, str], int] = {}
+    for g in gens:
+        e = last.get((g["setting_key"], g["task_id"], g["sample_index"]))
+        cell = (g["setting_key"], g["task_id"])
+        passing[cell] = passing.get(cell, 0) + bool(e is not None and e["passed"])
+    assert got.passing() == passing
 
 
 def test_integers_reads_every_chunk_and_slice_and_refuses_nulls():
@@ -203,3 +211,13 @@ def test_integers_reads_every_chunk_and_slice_and_refuses_nulls():
     assert integers(pa.array(range(10), pa.int64()).slice(3, 4)).tolist() == [3, 4, 5, 6]
     with pytest.raises(ValueError, match="1 nulls"):
         integers(pa.array([1, None], pa.int32()))
+
+
+def test_a_truncated_prompt_that_passed_shows_r_and_counts_as_a_pass():
+    """Its state is R (the truncation explains the sample), its execution passed: `compare`
+    counts it, so the matrix's paired counts must too."""
+    gens = [generation("a", "Python/0", 0, truncated=True), generation("b", "Python/0", 0)]
+    execs = [execution("a", "Python/0", 0, "passed"), execution("b", "Python/0", 0, "passed")]
+    got = sample_table(*_tables(gens, execs), keys=["a", "b"])
+    assert got.code == ["R", "P"] and got.passes == [True, True]
+    assert got.passing() == {("a", "Python/0"): 1, ("b", "Python/0"): 1}
