@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.backends.base import Backend
-from workers.backends.registry import make_backend
+from workers.backends.registry import get_backend, make_backend
 from workers.benchmarks.base import Benchmark
 from workers.spec import (
     ChunkRequest,
@@ -126,10 +126,15 @@ class EngineSession:
         node_id: str = "",
         backend: Backend | None = None,
         progress: SessionProgress | None = None,
+        batched: bool | None = None,
     ):
         started = time.perf_counter()
         self.engine = engine
         self.benchmarks = benchmarks
+        # The backend generates many settings' requests in one call: its definition says so
+        # (BackendDefinition.batched, which the driver also reads), passed by the driver for a
+        # backend only it has registered, else looked up here.
+        self.batched = get_backend(engine.backend).batched if batched is None else batched
         self.progress = progress or SessionProgress()
         self.progress.update(phase=Phase.BUILDING if _needs_building(engine) else Phase.LOADING)
         self.backend = backend if backend is not None else make_backend(engine.backend)
@@ -164,7 +169,7 @@ class EngineSession:
     def run(self, chunks: Sequence[ChunkRequest]) -> list[SettingGenerations | SettingFailure]:
         """Generate each chunk. A chunk that raises becomes a SettingFailure and the others go
         on; only the death of the process stops the unit (and Ray restarts it)."""
-        if getattr(self.backend, "multi_setting", False):
+        if self.batched:
             return self._run_batched(chunks)  # vLLM: every request in one continuous batch
         return [self._run_one(chunk) for chunk in chunks]
 

@@ -42,12 +42,13 @@ class EngineWorker:
     `progress` runs in its own concurrency group (its own thread), so the driver can ask what
     the engine is doing while a chunk generates."""
 
-    def __init__(self, engine: EngineSpec, backend_path: str):
+    def __init__(self, engine: EngineSpec, backend_path: str, batched: bool):
         logging.basicConfig(level=logging.INFO)
         self.engine = engine
-        # "module:Class" of the engine's backend, resolved by the driver's registry (a backend
-        # registered only on the driver runs here too)
+        # "module:Class" of the engine's backend and its definition's `batched`, resolved by
+        # the driver's registry (a backend registered only on the driver runs here too)
         self.backend_path = backend_path
+        self.batched = batched
         self.session: EngineSession | None = None
         self.load_error: Exception | None = None
         self.progress_state = SessionProgress()
@@ -72,6 +73,7 @@ class EngineWorker:
                     node_id=node_id,
                     backend=backend,
                     progress=self.progress_state,
+                    batched=self.batched,
                 )
             except Exception as e:
                 self.load_error = e

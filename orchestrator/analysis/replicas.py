@@ -15,10 +15,8 @@ Memory caps R first for large models: every replica holds its own weights, the K
 sequences at the length limit and a CUDA context (docs/cluster.md's table); 90% of the GPU is
 taken as usable.
 
-A setting on the harness's one random stream (`seed_policy=harness` with sampling) runs on
-replica 0 only, one chunk after another (run/execute/chunks.py), which takes such settings
-first; the other replicas share the remaining settings. `replicated_seconds` is the unit's
-generation time under that rule.
+How a unit's settings spread over its replicas (a setting on the harness's random stream one
+chunk at a time, on any replica) is analysis/schedule.py's replay, with `ReplicaSizing.cap`.
 """
 
 from __future__ import annotations
@@ -115,21 +113,3 @@ def size_replicas(
     cap = step / busy if busy > 0 and step > 0 else math.inf
     fit = replicas_that_fit(per_replica, device, work.num_gpus)
     return ReplicaSizing(requested, fit, max(1.0, cap), per_replica, batched)
-
-
-def replicated_seconds(sequential_s: float, parallel_s: float, sizing: ReplicaSizing) -> float:
-    """Generation time of a unit whose one-stream time is `sequential_s` (settings on the
-    harness's random stream: replica 0 only) plus `parallel_s` (the rest), on its replicas.
-
-    While all R replicas run, each decodes at gain/R of a lone stream. Replica 0 takes the
-    sequential settings, the others the rest. If the others finish first, replica 0 goes on
-    alone at full speed; otherwise it joins them and all R finish the rest together."""
-    replicas = sizing.running
-    if replicas <= 1 or sizing.batched:
-        return sequential_s + parallel_s
-    gain = sizing.gain
-    rate = gain / replicas  # one stream's speed while all R decode
-    others_done = parallel_s / ((replicas - 1) * rate)
-    if sequential_s / rate >= others_done:
-        return others_done + (sequential_s - others_done * rate)
-    return (sequential_s + parallel_s) / gain

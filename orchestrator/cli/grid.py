@@ -149,6 +149,7 @@ def cmd_plan(args) -> int:
     from orchestrator.report.screens.planview import render_plan
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.estimate.estimator import plan_json
+    from orchestrator.run.estimate.fastpath import fast_path_json
     from orchestrator.run.plan.state import make_plan
     from orchestrator.run.preflight.checks import preflight
     from orchestrator.run.prepare.prepared import prepare
@@ -161,6 +162,7 @@ def cmd_plan(args) -> int:
     plan = make_plan(store, prepared, retry_failed=args.retry_failed)
     report = preflight(prepared, plan, weights=not args.estimate_only)
     data = plan_json(plan, prepared, store, report)
+    data["fast_path"] = fast_path_json(args.overrides, {i.key for i in plan.settings})
     _out(json.dumps(data, indent=2) if args.json else render_plan(data))
     # The plan's problems: preflight's and what cannot run on the cluster it is sized for.
     blocking = [p for p in data["preflight"]["problems"] if p["severity"] == "blocking"]

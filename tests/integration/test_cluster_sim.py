@@ -1,8 +1,8 @@
 """The driver at cluster scale, short: perf/cluster_sim.py with 4 fake models x 10 settings on
 a local Ray that advertises 4 GPUs, against the plan's wall time for the same grid. Timings on
-a shared machine are not asserted; the structure is: every unit ran, units started in the
-plan's order as GPUs freed up, the makespan is not below its lower bound, and the plan's
-makespan and the measured one are logged side by side."""
+a shared machine are not asserted; the structure is: every unit ran on at least one engine
+instance, every setting finished, the makespan is not below the plan's lower bound, and the
+plan's makespan and the measured one are logged side by side."""
 
 from __future__ import annotations
 
@@ -32,15 +32,12 @@ def test_a_simulated_cluster_runs_the_plans_schedule(env, tmp_path):
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     got = json.loads(out.read_text())
-    units = got["units"]  # in the plan's order: the longest first
-    assert len(units) == 4 * 5  # a unit per model and precision
-    # the first GPUS units start at once; every later one only once one of them has ended
-    first_end = min(u["end"] for u in units[:GPUS])
-    assert all(u["spawned"] >= first_end - 1.5 for u in units[GPUS:])  # /proc's clock: ~1 s
-    assert got["replayed_s"] >= got["lower_bound_s"] - 1e-6
-    assert got["makespan_s"] >= 0.95 * got["lower_bound_s"]
+    # a unit per model and precision, each on at least one engine instance
+    assert got["engine_processes"] >= 4 * 5 and got["plan_instances"] >= 4 * 5
     assert got["predicted_s"] >= got["plan_lower_bound_s"] - 1e-6
-    assert got["samples"]["finished"][-1] == 4 * 10
+    assert got["plan_with_start_s"] >= got["predicted_s"] - 1e-6
+    assert got["makespan_s"] >= 0.95 * got["plan_lower_bound_s"]
+    assert got["samples"]["finished"][-1] == got["settings"] >= 4 * 10
     ratio = got["makespan_s"] / got["predicted_s"]
     logger.warning(
         "simulated makespan %.1f s, plan %.1f s: ratio %.2f (fixed costs per unit "

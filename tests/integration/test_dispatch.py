@@ -1,5 +1,5 @@
-"""Dispatch on a local Ray with fake GPUs (in this process): GPU scheduling, a worker killed
-mid-unit, a forced per-setting failure."""
+"""Dispatch on a local Ray with fake GPUs (in this process): GPU scheduling (units and their
+engine instances), a worker killed mid-unit, a forced per-setting failure."""
 
 from __future__ import annotations
 
@@ -64,6 +64,23 @@ def test_a_two_gpu_model_waits_for_both(env, local_ray, tmp_path):
     ):
         assert later.start >= earlier.end  # never two at once
     assert set(units.gpus) == {"0,1"}
+
+
+def test_a_long_unit_takes_both_gpus_and_a_lone_chain_one(env, local_ray, tmp_path):
+    """The rule of analysis/schedule.py in the dispatcher: once its first chunk has measured
+    the unit, a second instance on the free GPU pays for its load; a unit that is one chain
+    (a harness-seeded sampled setting) gets none, since one stream at a time runs a chain."""
+    common = [
+        "backend=fake",
+        "model=tiny",
+        "benchmark.limit=12",
+        "model.repo_id='fake://delay=0.2'",
+        "checkpoint.every_samples=1",
+    ]
+    _, shared = run([*common, "decoding=greedy", "template=own,instruct"], tmp_path / "a")
+    assert shared.failed == 0 and shared.engine_loads == 2
+    _, chain = run([*common, "decoding=t0.8", "template=own"], tmp_path / "b")
+    assert chain.failed == 0 and chain.engine_loads == 1
 
 
 def test_a_forced_failure_is_recorded_and_the_rest_complete(env, local_ray, tmp_path):

@@ -242,8 +242,6 @@ def api_headers(api_key_env: str | None) -> dict[str, str]:
 class OpenAIBackend:
     """Generates a unit's requests on a server, `concurrency` streams at a time."""
 
-    multi_setting = True  # EngineSession hands it all settings of a unit at once
-
     def __init__(self) -> None:
         self.client: Client | None = None
         self.options = OpenAIOptions()

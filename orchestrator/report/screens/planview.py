@@ -71,6 +71,11 @@ def _cluster_lines(data: dict[str, Any]) -> list[str]:
     ]
     if left_out:
         lines.append(f"  without {left_out} engine(s) that need more GPUs (BLOCKING below)")
+    if c.get("instances") is not None and c["instances"] > sized:
+        lines.append(
+            f"  {c['instances']} engine instances for {sized} engines: long units run on "
+            'several GPUs at the end (docs/cost.md, "Replicas and the cluster")'
+        )
     hint = c.get("replicas_hint")
     if hint:
         lines.append(
@@ -78,7 +83,30 @@ def _cluster_lines(data: dict[str, Any]) -> list[str]:
             f"{format_duration(hint['makespan_s'])} ({hint['gpu_hours']:.1f} GPU-hours; "
             'docs/cost.md, "Replicas and the cluster")'
         )
-    return lines
+    more = c.get("more_gpus") or []
+    if more:
+        shown = ", ".join(
+            f"{m['gpus']}: {format_duration(m['makespan_s'])} ({m['gpu_hours']:.1f} GPU-hours)"
+            for m in more
+        )
+        lines.append(f"  more GPUs (cluster.gpus=N) would shorten it to {shown}")
+    return lines + _fast_path_lines(data.get("fast_path"))
+
+
+def _fast_path_lines(fast: dict[str, Any] | None) -> list[str]:
+    """The same grid on the fast path (another backend and seeding: other outputs), sized on
+    the same cluster, when the grid is not that path already."""
+    if not fast:
+        return []
+    if "error" in fast:
+        return [f"  the fast path ({' '.join(fast['overrides'])}): not sized ({fast['error']})"]
+    skipped = f", {fast['skipped']} setting(s) skipped" if fast["skipped"] else ""
+    wall = fast["makespan_s"]
+    on = f"{format_duration(wall)} on {fast['gpus']} GPU(s)" if wall is not None else "not sized"
+    return [
+        f"  the fast path ({' '.join(fast['overrides'])}): {on}, {fast['gpu_hours']:.1f} "
+        f"GPU-hours{skipped} (its sampled outputs are not the harness's)"
+    ]
 
 
 def _preflight_lines(pre: dict[str, Any] | None) -> list[str]:

@@ -34,7 +34,6 @@ from orchestrator.run.estimate.sizing import (
     cluster_schedule,
     cluster_target,
     engine_json,
-    replica_hint,
     replica_warning,
     size_unit,
 )
@@ -191,7 +190,7 @@ def _setting_row(
     s = item.setting
     e = s.engine
     note = (
-        "one sequential random stream: replica 0 only"
+        "one sequential random stream: one chunk at a time, on any replica"
         if replicas > 1 and s.sequential_stream
         else None
     )
@@ -309,6 +308,9 @@ def _apply_estimates(
             model_estimate=asdict(est.model),
             start_s=placed[ekey].start_s if ekey in placed else None,
             end_s=placed[ekey].end_s if ekey in placed else None,
+            # engine instances the schedule runs it on, and the GPU-hours they hold
+            instances=placed[ekey].instances if ekey in placed else None,
+            cluster_gpu_hours=placed[ekey].gpu_seconds / 3600 if ekey in placed else None,
         )
         label = f"{row['model']} {row['dtype']}/{row['quant']}"
         if est.cluster is not None:
@@ -358,9 +360,6 @@ def plan_json(
     warnings += [p.message for p in found if p.severity is Severity.WARNING]
     if report is not None:
         report = report.with_problems([p for p in found if p.severity is Severity.BLOCKING])
-    hint = replica_hint(
-        sizes, target, devices.gpu, cost_params(config.estimate), config.cluster.replicas
-    )
     values = list(estimates.values())
     return {
         "store": config.store,
@@ -373,7 +372,10 @@ def plan_json(
         "generations": plan.n_generations(n_problems),
         "n_problems": n_problems,
         "estimated_s": sum(e.estimated_s for e in values),
-        "estimated_gpu_hours": sum(s.gpu_hours for s in sizes.values()),
+        # what the cluster's schedule holds where it is sized, else every unit on one instance
+        "estimated_gpu_hours": (
+            schedule.gpu_hours if schedule else sum(s.gpu_hours for s in sizes.values())
+        ),
         "estimate_basis": _overall_basis(values),
         "estimate": {
             "gpu": devices.gpu.name,
@@ -383,7 +385,7 @@ def plan_json(
             "output_tokens_prior": config.estimate.output_tokens,
         },
         "cluster": cluster_json(
-            sizes, target, schedule, devices.gpu, config.cluster.replicas, hint
+            sizes, target, schedule, devices.gpu, cost_params(config.estimate), config.cluster
         ),
         "fit_problems": fit_json(found),
         "warnings": warnings,

@@ -9,13 +9,13 @@ machine without GPUs has none to size, so `plan` asks for `cluster.gpus` there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from orchestrator.analysis.cost import CostParams, DeviceSpec, EngineWork, estimate_engine
-from orchestrator.analysis.replicas import ReplicaSizing, replicated_seconds, size_replicas
-from orchestrator.analysis.schedule import Schedule, UnitJob, schedule_units
+from orchestrator.analysis.replicas import ReplicaSizing, size_replicas
+from orchestrator.analysis.schedule import Schedule, UnitPlan, replay
 from orchestrator.run.config.specs import ClusterSpec
 from orchestrator.run.plan.planner import EngineUnit
 from orchestrator.run.preflight.hardware import GpuInventory, gpus_needed
@@ -44,26 +44,38 @@ def cluster_target(cluster: ClusterSpec, inventory: GpuInventory) -> ClusterTarg
 
 @dataclass(frozen=True)
 class UnitSizing:
-    """One unit on the cluster's GPU, one stream's times split by what replicas can share."""
+    """One unit on the cluster's GPU: one stream's times, split by what runs one stream at a
+    time (each setting on the harness's random stream) and what any stream shares."""
 
     replicas: ReplicaSizing
     load_s: float
-    sequential_s: float  # one stream: settings on the harness's random stream (replica 0)
-    parallel_s: float  # one stream: the rest
-    seconds: float  # load + generation on its replicas: how long it holds its GPUs
-    gpus: int  # GPUs it holds (0: none, a replay engine)
+    chains_s: tuple[float, ...]  # one stream alone: each setting on the harness's stream
+    shared_s: float  # one stream alone: the other settings together
+    seconds: float  # load + generation on one instance with its replicas
+    gpus: int  # GPUs one instance holds (0: none, a replay engine)
     work: EngineWork  # what the cost model sizes: other replicas or GPUs are sized from it
     max_length: int  # the unit's longest length limit: one replica's KV cache
     sequences: int  # the most sequences one call returns: one replica's KV cache
 
     @property
+    def sequential_s(self) -> float:
+        return sum(self.chains_s)
+
+    @property
     def gpu_hours(self) -> float:
+        """On one instance (the work; more instances add their loads)."""
         return self.seconds * self.gpus / 3600.0
 
+    def plan(self, key: str) -> UnitPlan:
+        """The unit as analysis/schedule.py replays it."""
+        r = self.replicas
+        cap = 1.0 if r.batched else r.cap
+        return UnitPlan(key, self.gpus, r.running, cap, self.load_s, self.chains_s, self.shared_s)
 
-def _generate_s(work: EngineWork, keep: Sequence[bool], gpu: DeviceSpec, p: CostParams) -> float:
-    settings = tuple(s for s, k in zip(work.settings, keep, strict=True) if k)
-    return estimate_engine(replace(work, settings=settings), gpu, p).generate_s
+
+def _setting_s(work: EngineWork, gpu: DeviceSpec, p: CostParams) -> list[float]:
+    """Each setting's generation on one stream, by the cost model."""
+    return [estimate_engine(replace(work, settings=(s,)), gpu, p).generate_s for s in work.settings]
 
 
 def size_unit(
@@ -75,20 +87,24 @@ def size_unit(
     cluster: ClusterSpec,
 ) -> UnitSizing:
     """`one_stream` is (load_s, total_s) of one replica on `gpu`, measured or modelled; the
-    cost model splits its generation into what runs on replica 0 only and what all share."""
+    cost model splits its generation into the settings on the harness's random stream (one
+    chain each) and the rest. A batched backend shares everything (one call serves them)."""
     load_s, total_s = one_stream
     batched = get_backend(unit.engine.backend).batched
-    sequential = [i.setting.sequential_stream for i in unit.settings]
-    seq_model = _generate_s(work, sequential, gpu, params)
-    par_model = _generate_s(work, [not s for s in sequential], gpu, params)
-    share = seq_model / (seq_model + par_model) if seq_model + par_model > 0 else 0.0
-    generate = max(0.0, total_s - load_s)
+    model = _setting_s(work, gpu, params)
+    scale = max(0.0, total_s - load_s) / sum(model) if sum(model) > 0 else 0.0
+    chains, shared = [], 0.0
+    for item, seconds in zip(unit.settings, model, strict=True):
+        if item.setting.sequential_stream and not batched:
+            chains.append(seconds * scale)
+        else:
+            shared += seconds * scale
     one = ReplicaSizing(1, None, 1.0, 0.0, batched)  # replaced by with_replicas below
     sized = UnitSizing(
         one,
         load_s,
-        generate * share,
-        generate * (1.0 - share),
+        tuple(chains),
+        shared,
         total_s,
         gpus_needed(unit.engine),
         work,
@@ -101,9 +117,9 @@ def size_unit(
 def with_replicas(
     sizing: UnitSizing, gpu: DeviceSpec, params: CostParams, replicas: int
 ) -> UnitSizing:
-    """The unit with `cluster.replicas=replicas`: its one-stream times split as they are."""
-    # the dispatcher's rules: replicas share one GPU, so a multi-GPU model runs one; vLLM
-    # batches a unit's settings itself
+    """The unit with `cluster.replicas=replicas` (as many as fit its GPU's memory, as the
+    dispatcher runs them), alone on one instance."""
+    # the dispatcher's rules: replicas share one GPU, so a multi-GPU model runs one
     requested = replicas if sizing.work.num_gpus == 1 else 1
     sized = size_replicas(
         sizing.work,
@@ -114,16 +130,19 @@ def with_replicas(
         max_length=sizing.max_length,
         sequences=sizing.sequences,
     )
-    generate = replicated_seconds(sizing.sequential_s, sizing.parallel_s, sized)
-    return replace(sizing, replicas=sized, seconds=sizing.load_s + generate)
+    resized = replace(sizing, replicas=sized)
+    alone = replay([resized.plan("unit")], max(1, resized.gpus), grow=False)
+    return replace(resized, seconds=alone.makespan_s)
 
 
-def cluster_schedule(sizes: Mapping[str, UnitSizing], target: ClusterTarget) -> Schedule | None:
-    """The units (in plan order) on the target's GPUs; None when their number is unknown."""
-    if target.gpus is None:
+def cluster_schedule(
+    sizes: Mapping[str, UnitSizing], target: ClusterTarget, gpus: int | None = None
+) -> Schedule | None:
+    """The units (in plan order) on the target's GPUs (or `gpus`); None when unknown."""
+    n = gpus if gpus is not None else target.gpus
+    if n is None:
         return None
-    jobs = [UnitJob(key, s.gpus, s.seconds) for key, s in sizes.items()]
-    return schedule_units(jobs, target.gpus)
+    return replay([s.plan(key) for key, s in sizes.items()], n)
 
 
 # The `cluster.replicas` values plan tries: past 8 the replicas' aggregate cap (t_step / busy,
@@ -135,12 +154,19 @@ HINT_MIN_SHORTER = 0.05
 
 
 @dataclass(frozen=True)
-class ReplicaHint:
-    """More replicas that would shorten the wall time on the target."""
+class Alternative:
+    """Another cluster shape and its wall time on the target's GPU."""
 
-    replicas: int  # the fewest of HINT_REPLICAS that get (nearly) the shortest wall time
-    makespan_s: float  # the wall time with them
-    gpu_hours: float  # the GPU-hours with them
+    replicas: int  # cluster.replicas
+    gpus: int  # cluster.gpus
+    makespan_s: float
+    gpu_hours: float  # the GPUs the schedule holds, loads of extra instances included
+
+
+def _alternative(sizes: Mapping[str, UnitSizing], replicas: int, gpus: int) -> Alternative:
+    schedule = cluster_schedule(sizes, ClusterTarget(gpus, ""))
+    assert schedule is not None  # a number of GPUs was given
+    return Alternative(replicas, gpus, schedule.makespan_s, schedule.gpu_hours)
 
 
 def replica_hint(
@@ -149,28 +175,40 @@ def replica_hint(
     gpu: DeviceSpec,
     params: CostParams,
     replicas: int,
-) -> ReplicaHint | None:
+) -> Alternative | None:
     """The replicas to suggest (None: the target's size is unknown, or no more replicas
-    shorten the wall time by HINT_MIN_SHORTER); each larger count must beat the last by it,
-    and every unit's replicas must fit its GPU's memory (a run fails to load the others)."""
-    now = cluster_schedule(sizes, target)
-    if now is None:
+    shorten the wall time by HINT_MIN_SHORTER); each larger count must beat the last by it.
+    Each unit runs as many of them as fit its GPU's memory (the dispatcher's rule)."""
+    if target.gpus is None:
         return None
-    best = ReplicaHint(replicas, now.makespan_s, sum(s.gpu_hours for s in sizes.values()))
+    best = _alternative(sizes, replicas, target.gpus)
     for count in (r for r in HINT_REPLICAS if r > replicas):
         resized = {k: with_replicas(s, gpu, params, count) for k, s in sizes.items()}
-        if any(
-            s.replicas.fit is not None and s.replicas.requested > s.replicas.fit
-            for s in resized.values()
-        ):
-            break
-        schedule = cluster_schedule(resized, target)
-        if schedule is not None and schedule.makespan_s < best.makespan_s * (
-            1.0 - HINT_MIN_SHORTER
-        ):
-            hours = sum(s.gpu_hours for s in resized.values())
-            best = ReplicaHint(count, schedule.makespan_s, hours)
+        other = _alternative(resized, count, target.gpus)
+        if other.makespan_s < best.makespan_s * (1.0 - HINT_MIN_SHORTER):
+            best = other
     return None if best.replicas == replicas else best
+
+
+# The cluster sizes plan tries besides the target's: 2, 4 and 8 times its GPUs.
+HINT_GPU_FACTORS = (2, 4, 8)
+
+
+def gpus_hint(sizes: Mapping[str, UnitSizing], target: ClusterTarget) -> list[Alternative]:
+    """What more GPUs buy: the wall time on each multiple of the target's GPUs, as long as
+    each is HINT_MIN_SHORTER shorter than the one before."""
+    if target.gpus is None or not sizes:
+        return []
+    replicas = next(iter(sizes.values())).replicas.requested
+    last = _alternative(sizes, replicas, target.gpus)
+    out = []
+    for factor in HINT_GPU_FACTORS:
+        more = _alternative(sizes, replicas, target.gpus * factor)
+        if more.makespan_s >= last.makespan_s * (1.0 - HINT_MIN_SHORTER):
+            break
+        out.append(more)
+        last = more
+    return out
 
 
 def cluster_json(
@@ -178,22 +216,30 @@ def cluster_json(
     target: ClusterTarget,
     schedule: Schedule | None,
     gpu: DeviceSpec,
-    replicas: int,
-    hint: ReplicaHint | None = None,
+    params: CostParams,
+    cluster: ClusterSpec,
 ) -> dict[str, Any]:
-    """`plan --json`'s "cluster": the wall time on the target and the GPU-hours, and the
-    replicas that would shorten it."""
+    """`plan --json`'s "cluster": the wall time on the target and the GPU-hours, and what
+    more replicas or GPUs would buy."""
+    work = sum(s.gpu_hours for s in sizes.values())
+    replica = replica_hint(sizes, target, gpu, params, cluster.replicas)
+    more = gpus_hint(sizes, target)
     return {
         "gpus": target.gpus,
         "gpus_source": target.source,
         "gpu": gpu.name,
-        "replicas": replicas,
-        "gpu_hours": sum(s.gpu_hours for s in sizes.values()),
+        "replicas": cluster.replicas,
+        # the GPUs the schedule holds (extra instances' loads included); without a schedule,
+        # every unit on one instance
+        "gpu_hours": schedule.gpu_hours if schedule else work,
+        "work_gpu_hours": work,  # every unit on one instance
         "longest_unit_s": max((s.seconds for s in sizes.values()), default=0.0),
         "makespan_s": schedule.makespan_s if schedule else None,
         "lower_bound_s": schedule.lower_bound_s if schedule else None,
+        "instances": sum(p.instances for p in schedule.placed) if schedule else None,
         "unplaceable": list(schedule.unplaceable) if schedule else [],
-        "replicas_hint": asdict(hint) if hint else None,
+        "replicas_hint": asdict(replica) if replica else None,
+        "more_gpus": [asdict(m) for m in more],
     }
 
 
@@ -209,7 +255,8 @@ def engine_json(sizing: UnitSizing) -> dict[str, Any]:
         "replica_gain": r.gain,
         "replica_memory_gb": r.per_replica_gb,
         "sequential_s": sizing.sequential_s,
-        "parallel_s": sizing.parallel_s,
+        "parallel_s": sizing.shared_s,
+        "chains_s": list(sizing.chains_s),
     }
 
 
@@ -219,6 +266,6 @@ def replica_warning(label: str, sizing: UnitSizing, gpu: DeviceSpec) -> str | No
         return None  # fits, or the weights alone do not (the weights warning says so)
     return (
         f"{label}: {r.requested} replicas of {r.per_replica_gb:.1f} GB do not fit "
-        f"{gpu.name}'s memory ({r.fit} do); the estimate counts {r.running}, a run would "
-        "fail to load the others"
+        f"{gpu.name}'s memory ({r.fit} do); the estimate counts {r.running}, as the "
+        "dispatcher runs it where Ray names the GPU (a GPU it cannot name gets all of them)"
     )

@@ -12,10 +12,15 @@ feeds it what the store holds and what comes back, it answers what to generate n
   every run of the grid.
 * `every_samples` fixes the size for every backend.
 * A setting that draws from the harness's global random stream (`seed_policy=harness` with
-  sampling) is one sequential stream: its chunks go one at a time, in order, to replica 0;
-  each continues from the stream state the previous one returned (stored with it, so a
-  resumed run continues exactly). Its stored chunks must be a prefix of its problems with the
-  state after the last; otherwise it starts again (`restart`).
+  sampling) is one sequential stream, a *chain*: its chunks go one at a time, in order, to any
+  replica of any engine instance of the unit; each restores the stream state the previous one
+  returned (stored with it, so a resumed run continues exactly, on whichever replica takes it).
+  Its stored chunks must be a prefix of its problems with the state after the last; otherwise
+  it starts again (`restart`). Different chains run at once on different replicas.
+* An idle replica takes a chain it has begun first, then the chain with the most problems
+  left, then the other settings in grid order (analysis/schedule.py counts on this order).
+* A chunk whose replica died goes back to the queue whole (`requeue`): the next idle replica
+  generates it again from the same request (the same stream state), before anything else.
 """
 
 from __future__ import annotations
@@ -84,9 +89,9 @@ class UnitQueue:
     settings: list[SettingWork]
     policy: ChunkPolicy
     batched: bool  # the backend generates many settings in one call (vLLM)
-    replicas: int = 1  # engine replicas fed from this queue
-    samples_per_s: float | None = None  # measured on this unit (None: not yet)
+    samples_per_s: float | None = None  # one replica's, measured on this unit (None: not yet)
     _measured: list[tuple[int, float]] = field(default_factory=list)
+    _retry: list[ChunkRequest] = field(default_factory=list)  # chunks of replicas that died
 
     @property
     def finished(self) -> bool:
@@ -131,27 +136,50 @@ class UnitQueue:
         work.started = True
         return chunk
 
-    def next_chunks(self, replica: int) -> list[ChunkRequest]:
-        """What replica `replica` should generate next ([] when nothing is free for it now):
-        one chunk of the first setting it may take (replica 0 of several: a sequential one
-        first), or, batched, one of every such setting."""
+    def next_chunks(self) -> list[ChunkRequest]:
+        """What an idle replica should generate next ([] when nothing is free now): a chunk
+        that died with its replica, else one chunk of the first setting by the order of the
+        module docstring, or, batched, one of every setting it may take."""
+        if self._retry:
+            if self.batched:
+                retry, self._retry = self._retry, []
+                return retry
+            return [self._retry.pop(0)]
         eligible = [
             w
             for w in self.settings
-            if w.remaining
-            and not w.failed
-            and (not w.sequential or (replica == 0 and w.in_flight == 0))
+            if w.remaining and not w.failed and (not w.sequential or w.in_flight == 0)
         ]
         if not eligible:
             return []
         if self.batched:
             return [self._take(w) for w in eligible]
-        if replica == 0 and self.replicas > 1:
-            # Only replica 0 can generate a sequential stream: it takes those first, so the
-            # unit's longest chain starts at once while the other replicas share the rest
-            # (the rule analysis/replicas.py estimates a unit's time by).
-            eligible.sort(key=lambda w: not w.sequential)
+        # A chain cannot be shared, so the longest go first: the unit's end is not left
+        # waiting for one chain that started late (the order the plan's replay assumes).
+        eligible.sort(key=_precedence)
         return [self._take(eligible[0])]
+
+    def requeue(self, chunks: Sequence[ChunkRequest]) -> None:
+        """Chunks whose replica died: generated again, first, by the next idle replica (they
+        stay in flight for their settings, so a chain hands out nothing after them)."""
+        self._retry.extend(c for c in chunks if not self.work(c.setting_key).failed)
+
+    def left(self) -> tuple[list[int], int]:
+        """Samples still to hand out: each unfinished chain's, and the other settings'
+        (chunks to hand out again counted with their setting)."""
+        retry: dict[str, int] = {}
+        for c in self._retry:
+            retry[c.setting_key] = retry.get(c.setting_key, 0) + len(c.task_ids)
+        chains, shared = [], 0
+        for w in self.settings:
+            n = (len(w.remaining) + retry.get(w.key, 0)) * w.setting.n_samples
+            if w.failed or not n:
+                continue
+            if w.sequential:
+                chains.append(n)
+            else:
+                shared += n
+        return chains, shared
 
     def returned(self, key: str, stream_state: bytes | None) -> None:
         work = self.work(key)
@@ -164,3 +192,20 @@ class UnitQueue:
         work.in_flight = max(0, work.in_flight - 1)
         work.failed = True
         work.remaining = []
+        self._retry = [c for c in self._retry if c.setting_key != key]
+
+    def fail_unfinished(self) -> list[str]:
+        """Every setting not finished, or with a chunk in flight, fails (its engine did): their
+        keys."""
+        keys = [w.key for w in self.settings if not w.finished or w.in_flight]
+        for key in keys:
+            self.work(key).in_flight = 0
+            self.failed(key)
+        return keys
+
+
+def _precedence(work: SettingWork) -> tuple[int, int]:
+    """A chain begun, then chains by problems left (most first), then the rest in order."""
+    if work.sequential:
+        return (0 if work.started else 1, -len(work.remaining))
+    return (2, 0)

@@ -1,14 +1,15 @@
-"""Ray dispatch: each engine unit as R replica actors fed chunks, executions as tasks.
+"""Ray dispatch: each engine unit as engine instances of R replica actors fed chunks,
+executions as tasks.
 
-Units start in plan order as GPUs free up (units.StartQueue: the rule analysis/schedule.py
-replays for the plan's wall time); a unit's replicas are asked of Ray only when its GPUs are
-free, so Ray places them at once, and its settings are recorded `queued` a few at a time in
-between. A unit's settings are cut into chunks (run/execute/chunks.py); each replica
-generates one chunk at a time and the driver commits every chunk as it comes back (a kill
-loses at most the chunks in flight). A setting whose chunks are all stored goes to an
-execution task, which overlaps with the generation of the next chunks. Executions hold their
-own resource (`cluster.exec_resource`) instead of CPUs, so engines never starve them. The only
-module besides `workers/tasks.py` that talks to Ray.
+What starts when is analysis/schedule.py's rule (units.StartQueue asks it whenever GPUs are
+free; the plan replays it): units' first instances in plan order, then more instances of long
+units. An instance's replicas are asked of Ray only when its GPUs are free, so Ray places them
+at once. A unit's settings are cut into chunks (run/execute/chunks.py); an idle replica of any
+of its instances takes the next, and the driver commits every chunk as it comes back (a kill
+loses at most the chunks in flight); an instance left with nothing gives its GPUs back. A
+setting whose chunks are all stored goes to an execution task, beside the next chunks;
+executions hold their own resource (`cluster.exec_resource`), so engines never starve them.
+The only module besides `workers/tasks.py` that talks to Ray.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayActorError, RayError
 
 from orchestrator.errors import ClusterError
+from orchestrator.run.execute import actors
 from orchestrator.run.execute.progress import Progress
 from orchestrator.run.execute.raycluster import describe_error
 from orchestrator.run.execute.rows import output_tokens
@@ -37,14 +39,13 @@ from orchestrator.run.execute.units import (
     StartQueue,
     Waiting,
     engine_label,
+    gpu_memory_gb,
     label,
-    replica_gpus,
     unit_queue,
-    unit_replicas,
+    unit_shape,
 )
 from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import Action, Plan, PlannedSetting
-from workers.backends.registry import get_backend
 from workers.spec import SettingFailure
 from workers.tasks import EngineWorker, execute_samples
 
@@ -90,20 +91,22 @@ class Dispatcher:
     def _plan_starts(self) -> None:
         """Every unit waits for its GPUs (units.StartQueue); one that no GPU count of this
         cluster can hold fails now."""
-        cluster_gpus = float(ray.cluster_resources().get("GPU", 0))
+        resources = ray.cluster_resources()
+        cluster_gpus = float(resources.get("GPU", 0))
         if cluster_gpus <= 0 and self.plan.units:
             logger.info("the cluster has no GPUs: engines run on CPU")
+        memory = gpu_memory_gb(resources)
         self._starts = StartQueue(math.floor(cluster_gpus))
-        for unit in self.plan.units:
-            n = unit_replicas(unit, self.options.cluster)
+        for rank, unit in enumerate(self.plan.units):
+            self._starts.rank[unit.engine_key] = rank
             try:
-                gpus = replica_gpus(unit, cluster_gpus, n, self.options.cluster)
+                shape = unit_shape(unit, cluster_gpus, memory, self.options.cluster)
             except ClusterError as e:
                 for item in unit.settings:
                     self._queued.mark(item)
                     self._fail(item, "ClusterError", str(e), generating=False)
                 continue
-            self._starts.waiting.append(Waiting(unit, n, gpus))
+            self._starts.waiting.append(shape)
             self._queued.todo.extend(unit.settings)
 
     def _start_due(self) -> None:
@@ -111,67 +114,90 @@ class Dispatcher:
         if self._starts.capacity and now - self._capacity_at >= CAPACITY_POLL_S:
             self._capacity_at = now  # nodes join and leave
             self._starts.capacity = math.floor(ray.cluster_resources().get("GPU", 0))
-        for waiting in self._starts.due():
+        if self._stopping:
+            return
+        for due in self._starts.due(self._units):
             self.stop_request.check()
-            self._start(waiting)
+            running = self._start(due) if isinstance(due, Waiting) else due
+            if running.queue.finished:  # every chunk stored by an earlier run: no load
+                self._unit_done(running)
+            else:
+                self._add_instance(running)
 
-    def _start(self, waiting: Waiting) -> None:
-        """Ask Ray for the unit's replicas (its GPUs are free) and hand them their chunks."""
-        unit, n, opts = waiting.unit, waiting.replicas, self.options.cluster
-        running = unit_queue(unit, n, self.benchmarks, self.writer, self.options.checkpoint)
+    def _start(self, waiting: Waiting) -> RunningUnit:
+        """The unit's queue, continuing from the store (its first instance comes next)."""
+        unit = waiting.unit
+        running = unit_queue(waiting, self.benchmarks, self.writer, self.options.checkpoint)
         for item in unit.settings:
             self._queued.mark(item)
         self._units.append(running)
         total = sum(len(w.remaining) * w.setting.n_samples for w in running.queue.settings)
-        self.progress.engine(unit.engine_key, engine_label(unit), total, n)
+        self.progress.engine(unit.engine_key, engine_label(unit), total, waiting.replicas)
         for work in running.queue.settings:
             if work.finished and not work.failed:  # every chunk stored by an earlier run
                 self._generated(running, running.items[work.key])
-        for index in range(n):
+        return running
+
+    def _add_instance(self, running: RunningUnit) -> None:
+        """Ask Ray for one more instance of the unit (its GPUs are free) and feed it."""
+        shape, opts = running.shape, self.options.cluster
+        instance, running.instances = running.instances, running.instances + 1
+        self._starts.hold(running.unit.engine_key, instance, shape.gpus)
+        engine = running.unit.engine
+        for _ in range(shape.replicas):
             actor = EngineWorker.options(  # type: ignore[attr-defined]  # from @ray.remote
-                num_gpus=waiting.replica_gpus,
+                num_gpus=shape.replica_gpus,
                 num_cpus=opts.engine_cpus,
                 max_restarts=opts.max_retries,
                 max_task_retries=opts.max_retries,
-            ).remote(unit.engine, get_backend(unit.engine.backend).engine)
-            running.replicas.append(Replica(index, actor, time.monotonic()))
+            ).remote(engine, *actors.engine_backend(engine.backend))
+            running.add(instance, actor, time.monotonic())
             self.summary.engine_loads += 1
+        self.progress.instances(*running.counts())
         self._feed(running)
 
     def _unit_done(self, running: RunningUnit) -> None:
         """Its GPUs go back to the start queue; the driver keeps nothing of it."""
         self.progress.engine_done(running.unit.engine_key)
-        self._starts.release(running.unit.engine_key)
+        for replica in running.replicas:
+            self._close(running, replica)
         if running in self._units:
             self._units.remove(running)
 
     # -- generation --------------------------------------------------------------------------
 
     def _feed(self, running: RunningUnit) -> None:
-        """Give every idle replica its next chunk; close replicas with nothing left."""
+        """Give idle replicas their next chunks; an instance left with nothing gives its GPUs
+        back, and a unit with nothing left is done."""
         if self._stopping:
             return
-        for replica in running.replicas:
-            if replica.closed or replica.in_flight is not None:
-                continue
-            chunks = running.queue.next_chunks(replica.index)
-            if chunks:
-                for chunk in chunks:
-                    item = running.items[chunk.setting_key]
-                    self.writer.in_progress(item.key, item.setting)
-                replica.chunks = tuple(chunks)
-                replica.in_flight = replica.actor.run.remote(list(chunks), self._bench_refs)
-                replica.last_progress = time.monotonic()
-                self._gen[replica.in_flight] = (running, replica)
-            elif running.queue.finished:
-                self._close(replica)
+        for replica in running.feed_order():
+            chunks = running.queue.next_chunks()
+            if not chunks:
+                break
+            for chunk in chunks:
+                item = running.items[chunk.setting_key]
+                self.writer.in_progress(item.key, item.setting)
+            running.hand(replica, chunks, time.monotonic())
+            replica.in_flight = replica.actor.run.remote(list(chunks), self._bench_refs)
+            self._gen[replica.in_flight] = (running, replica)
         if running.queue.finished:
             self._unit_done(running)
+            return
+        for instance in running.open_instances():
+            replicas = running.live(instance)
+            if all(r.in_flight is None for r in replicas):
+                for replica in replicas:
+                    self._close(running, replica)
 
-    def _close(self, replica: Replica) -> None:
+    def _close(self, running: RunningUnit, replica: Replica) -> None:
+        """Kill the replica (a fresh process for the next engine); the last of its instance
+        gives the instance's GPUs back."""
         if not replica.closed:
             replica.closed = True
-            ray.kill(replica.actor, no_restart=True)  # a fresh process for the next engine
+            ray.kill(replica.actor, no_restart=True)
+            if not running.live(replica.instance):
+                self._starts.release(running.unit.engine_key, replica.instance)
 
     def _fail(
         self, item: PlannedSetting, error_type: str, message: str, *, generating: bool = True
@@ -185,9 +211,12 @@ class Dispatcher:
     def _on_generated(self, ref: Any) -> None:
         running, replica = self._gen.pop(ref)
         chunks, replica.in_flight, replica.chunks = replica.chunks, None, ()
-        replica.last_progress = time.monotonic()
+        replica.last_progress = replica.idle_since = time.monotonic()
         try:
             results = ray.get(ref)
+        except RayActorError as e:
+            self._replica_died(running, replica, chunks, e)
+            return
         except RayError as e:
             self._unit_failed(running, replica, e)
             return
@@ -200,10 +229,25 @@ class Dispatcher:
             self.writer.chunk_generated(item.key, item.setting, result)
             running.queue.returned(chunk.setting_key, result.stream_state)
             running.queue.measured(len(result.samples), result.generation_s or 0.0)
+            running.load_s = max(running.load_s or 0.0, result.engine_load_s or 0.0)
             tokens = output_tokens(result.samples) or 0
             self.progress.chunk(running.unit.engine_key, replica.index, len(result.samples), tokens)
             if running.queue.work(chunk.setting_key).finished:
                 self._generated(running, item)
+        self._feed(running)
+
+    def _replica_died(
+        self, running: RunningUnit, replica: Replica, chunks: Sequence[Any], error: RayError
+    ) -> None:
+        """Its process died beyond its restarts: its chunks go to the unit's other replicas."""
+        if replica.gave_up or len(running.live()) <= 1:
+            self._unit_failed(running, replica, error)
+            return
+        name = describe_error(error)[0]
+        logger.warning("%s: replica %d died (%s)", engine_label(running.unit), replica.index, name)
+        running.died += 1
+        running.queue.requeue(chunks)
+        self._close(running, replica)
         self._feed(running)
 
     def _generated(self, running: RunningUnit, item: PlannedSetting) -> None:
@@ -219,21 +263,11 @@ class Dispatcher:
         restarts): every unfinished setting of the unit fails with that error, once."""
         error_type, message = describe_error(error)
         if replica.gave_up:
-            error_type = "Timeout"
-            message = (
-                f"no progress for {self.options.cluster.setting_timeout_s:g}s, "
-                f"{replica.timeouts - 1} restart(s) of its engine did not help ({message})"
-            )
-        for work in running.queue.settings:
-            if not work.finished or work.in_flight:
-                work.in_flight = 0
-                running.queue.failed(work.key)
-                self._fail(running.items[work.key], error_type, message)
-        for other in running.replicas:
-            if other.in_flight is not None:
-                self._gen.pop(other.in_flight, None)
-                other.in_flight = None
-            self._close(other)
+            error_type, message = actors.gave_up(replica, self.options.cluster, message)
+        for key in running.queue.fail_unfinished():
+            self._fail(running.items[key], error_type, message)
+        for ref in running.drop_in_flight():
+            self._gen.pop(ref, None)
         self._unit_done(running)
 
     # -- execution ---------------------------------------------------------------------------
@@ -250,23 +284,6 @@ class Dispatcher:
         self.summary.executed += 1
         self.summary.scores[item.key] = score["value"]
         self.progress.finished(label(item), score["value"])
-
-    def _exec_placement(self) -> dict[str, Any]:
-        """Executions hold the execution resource where the cluster declares it (engines then
-        never starve them), else `exec_cpus` CPUs (said once)."""
-        opts = self.options.cluster
-        resource = opts.exec_resource
-        if resource and ray.cluster_resources().get(resource, 0) > 0:
-            return {"num_cpus": 0, "resources": {resource: 1}}
-        if resource:
-            logger.warning(
-                "the cluster declares no %r resource: executions take %g CPU(s) each and can "
-                "wait for engines that hold every CPU (ray start --resources='{\"%s\": N}')",
-                resource,
-                opts.exec_cpus,
-                resource,
-            )
-        return {"num_cpus": opts.exec_cpus}
 
     def _submit_exec(self) -> None:
         opts = self.options
@@ -290,15 +307,9 @@ class Dispatcher:
 
     def _poll(self) -> None:
         """Ask busy replicas what they do (their own thread answers while they generate)."""
-        now = time.monotonic()
-        for running in self._units:
-            for replica in running.replicas:
-                due = now - replica.polled_at >= PROGRESS_POLL_S
-                if replica.closed or replica.progress_ref is not None or not due:
-                    continue
-                replica.polled_at = now
-                replica.progress_ref = replica.actor.progress.remote()
-                self._polls[replica.progress_ref] = (running, replica)
+        for running, replica in actors.due_polls(self._units, time.monotonic(), PROGRESS_POLL_S):
+            replica.progress_ref = replica.actor.progress.remote()
+            self._polls[replica.progress_ref] = (running, replica)
 
     def _on_polled(self, ref: Any) -> None:
         running, replica = self._polls.pop(ref)
@@ -307,10 +318,7 @@ class Dispatcher:
             snapshot = ray.get(ref)
         except RayError:
             return  # a replica being restarted: the next poll asks again
-        seen = (snapshot["samples"], snapshot["tokens"])
-        if seen != replica.seen:
-            replica.seen = seen
-            replica.last_progress = time.monotonic()
+        replica.saw(snapshot, time.monotonic())
         self.progress.replica(running.unit.engine_key, replica.index, snapshot)
 
     def _watchdog(self) -> None:
@@ -321,24 +329,16 @@ class Dispatcher:
             return
         now = time.monotonic()
         for _running, replica in list(self._gen.values()):
-            if now - replica.last_progress < timeout:
-                continue
-            replica.timeouts += 1
-            replica.last_progress = now
-            replica.gave_up = replica.timeouts > self.options.cluster.max_retries
-            logger.warning(
-                "engine replica %d stuck for %.0fs: %s",
-                replica.index,
-                timeout,
-                "giving up" if replica.gave_up else "restarting",
-            )
-            ray.kill(replica.actor, no_restart=replica.gave_up)
+            if actors.stuck(replica, now, timeout, self.options.cluster.max_retries):
+                ray.kill(replica.actor, no_restart=replica.gave_up)
 
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> DispatchSummary:
         self._bench_refs = {name: ray.put(b) for name, b in self.benchmarks.items()}
-        self._placement = self._exec_placement()
+        resource = self.options.cluster.exec_resource
+        declared = ray.cluster_resources().get(resource, 0) if resource else 0
+        self._placement = actors.exec_placement(self.options.cluster, declared)
         for item in self.plan.by_action(Action.EXECUTE):
             self.writer.started(item.key, item.setting)
             order = self.benchmarks[item.setting.benchmark.name].problem_ids()
@@ -355,15 +355,19 @@ class Dispatcher:
                 raise ClusterError(f"{len(self._starts.waiting)} unit(s) can never start")
             ready, _ = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
-                if ref in self._gen:
-                    self._on_generated(ref)
-                elif ref in self._exec:
-                    self._on_executed(ref)
-                elif ref in self._polls:
-                    self._on_polled(ref)
+                self._handle(ref)
             self._watchdog()
             self.progress.tick()
         return self.summary
+
+    def _handle(self, ref: Any) -> None:
+        """A ref that is ready: a chunk call, an execution or a progress poll."""
+        if ref in self._gen:
+            self._on_generated(ref)
+        elif ref in self._exec:
+            self._on_executed(ref)
+        elif ref in self._polls:
+            self._on_polled(ref)
 
     def stop(self) -> None:
         """An interrupt: commit the chunks and executions that are back. The rest stops when
@@ -373,10 +377,7 @@ class Dispatcher:
         refs = [*self._gen, *self._exec]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
         for ref in ready:
-            if ref in self._gen:
-                self._on_generated(ref)
-            elif ref in self._exec:
-                self._on_executed(ref)
+            self._handle(ref)
         self._gen.clear()
         self._exec.clear()
 
@@ -384,7 +385,7 @@ class Dispatcher:
         """Stop every engine and execution now: committed chunks stay."""
         for running in self._units:
             for replica in running.replicas:
-                self._close(replica)
+                self._close(running, replica)
         for ref in list(self._exec):
             ray.cancel(ref, force=True)
         self._gen.clear()

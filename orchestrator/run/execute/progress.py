@@ -123,6 +123,13 @@ class Progress:
 
     # -- events from the dispatcher -----------------------------------------------------------
 
+    def instances(self, key: str, instances: int, replicas: int) -> None:
+        """The unit now runs `replicas` replicas on `instances` engine instances."""
+        line = self.engines.get(key)
+        if line is not None and line.replicas != replicas:
+            line.replicas = replicas
+            self.message(f"engine {line.label}: {replicas} replica(s) on {instances} instance(s)")
+
     def engine(self, key: str, label: str, total: int, replicas: int) -> None:
         self.engines[key] = EngineLine(label, total, replicas, self.clock())
         self.message(f"engine {label}: {total} samples to generate on {replicas} replica(s)")

@@ -1,16 +1,19 @@
 """What the dispatcher keeps of a run (execute/dispatch.py): its options, its summary, the
-units waiting for GPUs, and the live state of each engine unit and replica. Plain data and
-pure rules, no Ray."""
+units waiting for GPUs, and the live state of each engine unit, its instances and replicas.
+Plain data and pure rules, no Ray."""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.analysis.schedule import next_fitting
+from orchestrator.analysis.cost import GPUS, EngineWork, gpu_kind
+from orchestrator.analysis.replicas import USABLE_MEMORY_FRACTION, replica_memory_gb
+from orchestrator.analysis.schedule import UnitState, choose_starts
 from orchestrator.errors import ClusterError
 from orchestrator.run.config.specs import ChunkPolicy, ClusterSpec
 from orchestrator.run.execute.chunks import UnitQueue, resume
@@ -20,6 +23,7 @@ from workers.backends.registry import get_backend
 from workers.spec import ChunkRequest, SandboxLimits
 
 logger = logging.getLogger(__name__)
+ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's resource naming a node's GPU type
 
 
 @dataclass(frozen=True)
@@ -57,11 +61,13 @@ def engine_label(unit: EngineUnit) -> str:
 class Replica:
     """One live engine actor of a unit: what the drain loop and the watchdog track."""
 
-    index: int
+    index: int  # unique within its unit
+    instance: int  # the engine instance (a load on its GPUs) it belongs to
     actor: Any
     last_progress: float
     in_flight: Any = None  # the ref of the chunk call being generated
     chunks: tuple[ChunkRequest, ...] = ()
+    idle_since: float = 0.0  # when it last had nothing in flight (the longest idle goes first)
     progress_ref: Any = None
     polled_at: float = 0.0
     seen: tuple[int, int] = (-1, -1)  # (samples, tokens) at the last poll
@@ -69,18 +75,94 @@ class Replica:
     gave_up: bool = False  # the watchdog killed it for good
     closed: bool = False
 
+    def saw(self, snapshot: Mapping[str, Any], now: float) -> None:
+        """A progress report: new samples or tokens since the last one count as progress."""
+        seen = (snapshot["samples"], snapshot["tokens"])
+        if seen != self.seen:
+            self.seen = seen
+            self.last_progress = now
+
 
 @dataclass
 class RunningUnit:
+    """A started unit: its chunk queue and its engine instances' replicas."""
+
     unit: EngineUnit
     queue: UnitQueue
     items: dict[str, PlannedSetting]
+    shape: Waiting  # replicas per instance and the GPUs they take
     replicas: list[Replica] = field(default_factory=list)
     order: tuple[str, ...] = ()  # the benchmark's task ids (for sample order)
+    instances: int = 0  # instances started so far (the next one's number)
+    load_s: float | None = None  # an instance's load, as its first chunk reported it
+    died: int = 0  # replicas whose process died beyond their restarts
+
+    def live(self, instance: int | None = None) -> list[Replica]:
+        return [
+            r
+            for r in self.replicas
+            if not r.closed and (instance is None or r.instance == instance)
+        ]
+
+    def add(self, instance: int, actor: Any, now: float) -> None:
+        """A new replica of `instance`, idle until fed."""
+        index = len(self.replicas)
+        self.replicas.append(Replica(index, instance, actor, now, idle_since=now))
+
+    def hand(self, replica: Replica, chunks: Sequence[ChunkRequest], now: float) -> None:
+        """`chunks` go to `replica` (the caller submits the call)."""
+        replica.chunks, replica.last_progress = tuple(chunks), now
+        for chunk in chunks:
+            logger.debug(
+                "chunk %d of setting %s to replica %d (instance %d)",
+                chunk.chunk,
+                chunk.setting_key[:12],
+                replica.index,
+                replica.instance,
+            )
+
+    def counts(self) -> tuple[str, int, int]:
+        """(engine key, open instances, live replicas), for the progress lines."""
+        return self.unit.engine_key, len(self.open_instances()), len(self.live())
+
+    def drop_in_flight(self) -> list[Any]:
+        """The refs of the chunk calls in flight, forgotten (the unit failed)."""
+        refs = [r.in_flight for r in self.replicas if r.in_flight is not None]
+        for replica in self.replicas:
+            replica.in_flight = None
+        return refs
+
+    def open_instances(self) -> list[int]:
+        return sorted({r.instance for r in self.live()})
+
+    def feed_order(self) -> list[Replica]:
+        """Idle replicas in the order they take chunks: the oldest instance first (so newer
+        ones run dry and give their GPUs back), the longest idle first within one (so a
+        chain's chunks go round its replicas)."""
+        idle = [r for r in self.live() if r.in_flight is None]
+        return sorted(idle, key=lambda r: (r.instance, r.idle_since, r.index))
+
+    def state(self) -> UnitState:
+        """The unit as analysis/schedule.py's rule sees it: samples left over one replica's
+        measured rate (unknown before its first chunk came back)."""
+        chains, shared = self.queue.left()
+        rate = self.queue.samples_per_s
+        return UnitState(
+            self.unit.engine_key,
+            self.shape.gpus,
+            self.shape.replicas,
+            len(self.open_instances()),
+            self.load_s,
+            tuple(n / rate for n in chains) if rate else (),
+            shared / rate if rate else None,
+            growable=self.died == 0,  # a death may repeat on a new instance: no more
+        )
 
 
-def unit_replicas(unit: EngineUnit, cluster: ClusterSpec) -> int:
-    """`cluster.replicas`, except for a model over several GPUs: replicas share one GPU."""
+def unit_replicas(unit: EngineUnit, cluster: ClusterSpec, gpu_memory_gb: float | None) -> int:
+    """`cluster.replicas`, as many as fit the GPU's memory where it is known
+    (analysis/replicas.py's rule, which the plan counts by); one for a model over several GPUs
+    (replicas share one GPU)."""
     if cluster.replicas > 1 and unit.engine.model.num_gpus > 1:
         logger.warning(
             "%s spans %d GPUs: one replica (replicas share one GPU)",
@@ -88,7 +170,47 @@ def unit_replicas(unit: EngineUnit, cluster: ClusterSpec) -> int:
             unit.engine.model.num_gpus,
         )
         return 1
-    return cluster.replicas
+    if (
+        gpu_memory_gb is None
+        or cluster.replicas == 1
+        or not get_backend(unit.engine.backend).loads_weights
+    ):
+        return cluster.replicas
+    e = unit.engine
+    work = EngineWork(e.model.size_b, e.dtype, e.quant, False, False, 1, ())
+    per_replica = replica_memory_gb(
+        work,
+        max((i.setting.max_length for i in unit.settings), default=0),
+        max((i.setting.samples_per_call for i in unit.settings), default=1),
+    )
+    fit = math.floor(USABLE_MEMORY_FRACTION * gpu_memory_gb / per_replica)
+    if fit < cluster.replicas:
+        logger.warning(
+            "%s: %d of cluster.replicas=%d replicas of %.1f GB fit a %g GB GPU",
+            engine_label(unit),
+            max(1, fit),
+            cluster.replicas,
+            per_replica,
+            gpu_memory_gb,
+        )
+    return max(1, min(cluster.replicas, fit))
+
+
+def gpu_memory_gb(resources: Mapping[str, float]) -> float | None:
+    """The memory of the cluster's GPUs as Ray names them (its `accelerator_type:<type>`
+    resources, e.g. H100), the smallest where it names several; None where it names none or
+    one the cost model's table does not know (an A100 without its size counts as 40 GB)."""
+    memories = []
+    for name in resources:
+        if not name.startswith(ACCELERATOR_PREFIX):
+            continue
+        kind = name.removeprefix(ACCELERATOR_PREFIX)
+        known = GPUS.get("a100-40gb") if kind.upper() == "A100" else GPUS.get(gpu_kind(kind) or "")
+        if known is None or known.memory_gb is None:
+            logger.warning("Ray names GPU type %r, which the cost model does not know", kind)
+            return None
+        memories.append(known.memory_gb)
+    return min(memories, default=None)
 
 
 def replica_gpus(
@@ -113,56 +235,73 @@ def replica_gpus(
     return wanted / replicas
 
 
+def unit_shape(
+    unit: EngineUnit, cluster_gpus: float, gpu_memory: float | None, cluster: ClusterSpec
+) -> Waiting:
+    """The unit's replicas per instance and the GPUs each takes; ClusterError when no GPU
+    count of this cluster can hold it."""
+    replicas = unit_replicas(unit, cluster, gpu_memory)
+    return Waiting(unit, replicas, replica_gpus(unit, cluster_gpus, replicas, cluster))
+
+
 @dataclass(frozen=True)
 class Waiting:
+    """A unit's shape on the cluster: replicas per instance and the GPUs each takes."""
+
     unit: EngineUnit
     replicas: int
     replica_gpus: float
 
     @property
     def gpus(self) -> int:
-        """Whole GPUs the unit holds while it runs (its replicas together)."""
+        """Whole GPUs one instance holds while it runs (its replicas together)."""
         return round(self.replica_gpus * self.replicas)
 
 
 @dataclass
 class StartQueue:
-    """Units waiting for GPUs, in plan order, and the GPUs the started ones hold. A unit
-    starts when it fits what is free, by analysis/schedule.py's rule (`next_fitting`, which
-    the plan's wall time replays); it gives its GPUs back when it ends. Asking Ray for every
-    unit at once instead would leave replicas waiting in Ray's queue holding a chunk (the
-    watchdog counts that time as no progress), and set up hundreds of units before the
-    first result is handled."""
+    """Units waiting for GPUs, in plan order, and the GPUs each started instance holds. What
+    starts when is analysis/schedule.py's rule (`choose_starts`, which the plan's wall time
+    replays): first instances of waiting units as GPUs free up, then more instances of long
+    units. Asking Ray for every unit at once instead would leave replicas waiting in Ray's
+    queue holding a chunk (the watchdog counts that time as no progress), and set up hundreds
+    of units before the first result is handled."""
 
     capacity: int  # whole GPUs of the cluster
     waiting: list[Waiting] = field(default_factory=list)
-    held: dict[str, int] = field(default_factory=dict)  # engine key -> GPUs
+    held: dict[tuple[str, int], int] = field(default_factory=dict)  # (unit, instance) -> GPUs
+    rank: dict[str, int] = field(default_factory=dict)  # engine key -> its place in the plan
 
-    def due(self) -> list[Waiting]:
-        """The units to start now (they are counted as holding their GPUs from here)."""
-        out = []
-        while self.waiting:
-            free = self.capacity - sum(self.held.values())
-            pos = next_fitting([w.gpus for w in self.waiting], free)
-            if pos is None:
-                break
-            start = self.waiting.pop(pos)
-            self.held[start.unit.engine_key] = start.gpus
-            out.append(start)
+    def due(self, running: Sequence[RunningUnit]) -> list[Waiting | RunningUnit]:
+        """What to start now: a waiting unit (its first instance, taken off the queue) or a
+        running one (another instance), in order; their GPUs are counted as held by the
+        caller's `hold` as each starts."""
+        free = self.capacity - sum(self.held.values())
+        states = [UnitState(w.unit.engine_key, w.gpus, w.replicas) for w in self.waiting]
+        states += [r.state() for r in running if not r.queue.finished]
+        states.sort(key=lambda u: self.rank.get(u.key, 0))
+        by_key: dict[str, Waiting | RunningUnit] = {w.unit.engine_key: w for w in self.waiting}
+        by_key.update({r.unit.engine_key: r for r in running})
+        out = [by_key[key] for key in choose_starts(states, free)]
+        started = {id(x) for x in out}
+        self.waiting = [w for w in self.waiting if id(w) not in started]
         return out
 
-    def release(self, engine_key: str) -> None:
-        self.held.pop(engine_key, None)
+    def hold(self, engine_key: str, instance: int, gpus: int) -> None:
+        self.held[(engine_key, instance)] = gpus
+
+    def release(self, engine_key: str, instance: int) -> None:
+        self.held.pop((engine_key, instance), None)
 
 
 def unit_queue(
-    unit: EngineUnit,
-    replicas: int,
+    shape: Waiting,
     benchmarks: Mapping[str, Any],
     writer: StoreWriter,
     checkpoint: ChunkPolicy,
 ) -> RunningUnit:
     """The unit's chunk queue, continuing from what the store holds."""
+    unit = shape.unit
     works, items, order = [], {}, ()
     for item in unit.settings:
         bench = benchmarks[item.setting.benchmark.name]
@@ -177,8 +316,8 @@ def unit_queue(
         works.append(work)
         items[item.key] = item
     batched = get_backend(unit.engine.backend).batched
-    queue = UnitQueue(works, checkpoint, batched, replicas)
-    return RunningUnit(unit, queue, items, order=order)
+    queue = UnitQueue(works, checkpoint, batched)
+    return RunningUnit(unit, queue, items, shape, order=order)
 
 
 @dataclass

@@ -97,8 +97,6 @@ class _Job:
 class VllmBackend:
     """Loads one vLLM engine and serves every setting of its unit in one `generate` call."""
 
-    multi_setting = True  # EngineSession hands it all settings of a unit at once
-
     def __init__(self) -> None:
         self.llm: Any = None
         self.tokenizer: Any = None

@@ -1,6 +1,6 @@
 """What replicas buy a batch-1 engine and where memory and bandwidth cap it, against the
-figures they come from (docs/cluster.md's table, docs/cost.md's k_call) and hand-computed
-unit times (orchestrator/analysis/replicas.py)."""
+figures they come from: docs/cluster.md's table, docs/cost.md's k_call
+(orchestrator/analysis/replicas.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from orchestrator.analysis.replicas import (
     kv_bytes_per_token,
     replica_memory_gb,
     replicas_that_fit,
-    replicated_seconds,
     size_replicas,
 )
 from workers.spec import Dtype, LengthSemantics, Quant
@@ -78,40 +77,8 @@ def test_the_bandwidth_cap_is_k_call_plus_the_loops_floor():
     assert int8.gain == pytest.approx(int8.cap) and int8.cap < sizing.cap
 
 
-def sizing(replicas: int, cap: float = math.inf, batched: bool = False) -> ReplicaSizing:
-    return ReplicaSizing(replicas, None, cap, 1.0, batched)
-
-
-@pytest.mark.parametrize(
-    ("seq", "par", "replicas", "cap", "expected"),
-    [
-        (0, 100, 1, math.inf, 100),  # one replica: everything in turn
-        (60, 60, 1, math.inf, 120),
-        (0, 100, 4, math.inf, 25),  # all parallel: R-fold
-        (0, 100, 4, 2.0, 50),  # the bandwidth cap: 2-fold at most
-        (10, 90, 4, math.inf, 25),  # replica 0 ends its stream early and joins the rest
-        # replica 0's stream is the critical path: the others finish the 60 s in 20 s, then
-        # replica 0 goes on alone with 40 s of its stream left
-        (60, 60, 4, math.inf, 60),
-        # capped at 2: while 4 run each goes at half speed; the others need 40 s, replica 0
-        # has done 20 s of its stream by then and does the other 40 s alone
-        (60, 60, 4, 2.0, 80),
-        (100, 0, 8, math.inf, 100),  # nothing to share
-    ],
-)
-def test_replicated_unit_time(seq, par, replicas, cap, expected):
-    assert replicated_seconds(seq, par, sizing(replicas, cap)) == pytest.approx(expected)
-
-
-def test_oversubscribing_slows_the_sequential_stream():
-    # past the cap, more replicas only slow replica 0's stream while the others run
-    at_cap = replicated_seconds(60, 60, sizing(4, 4.0))
-    beyond = replicated_seconds(60, 60, sizing(8, 4.0))
-    assert at_cap == pytest.approx(60) and beyond > at_cap
-
-
 def test_a_batched_engine_gains_nothing_and_memory_caps_the_running_replicas():
-    assert replicated_seconds(30, 70, sizing(4, batched=True)) == 100
+    assert ReplicaSizing(4, None, math.inf, 1.0, True).gain == 1.0
     capped = ReplicaSizing(8, 3, math.inf, 20.0, False)
     assert capped.running == 3 and capped.gain == 3.0
     none_fit = ReplicaSizing(4, 0, math.inf, 200.0, False)

@@ -124,10 +124,11 @@ def test_replicas_that_shorten_the_wall_time_are_suggested(env, tmp_path, seeds)
     taken = cluster_of(tmp_path, f"seed_policy={seeds}", f"cluster.replicas={hint['replicas']}")
     assert taken["makespan_s"] == pytest.approx(hint["makespan_s"])
     assert taken["gpu_hours"] == pytest.approx(hint["gpu_hours"])
-    # harness seeding: replica 0 holds two thirds of a unit, so a second replica gains what
-    # more would; per-sample seeds share every setting, up to what fits the H200's memory
-    assert hint["replicas"] == (2 if seeds == "harness" else 4)
-    assert taken["replicas_hint"] is None  # 8 replicas of the fp32 unit do not fit
+    # each harness-seeded sampled setting is a stream of its own, so both seedings share a
+    # unit's settings over its replicas alike; each unit runs as many as fit the H200 (the
+    # fp32 one 4 of 8), and 8 is the most plan tries
+    assert hint["replicas"] == 8
+    assert taken["replicas_hint"] is None
 
 
 def test_no_replicas_are_suggested_without_a_cluster_size(env, tmp_path):

@@ -1,6 +1,6 @@
 """The plan on a cluster: replicas change a unit's time and GPU-hours, more GPUs shorten the
-wall time down to the longest unit, memory caps replicas, and the cluster is `cluster.gpus` or
-the target's GPUs (orchestrator/run/estimate/sizing.py)."""
+wall time past the longest unit (it runs on several instances), memory caps replicas, and the
+cluster is `cluster.gpus` or the target's GPUs (orchestrator/run/estimate/sizing.py)."""
 
 from __future__ import annotations
 
@@ -47,12 +47,14 @@ def test_replicas_change_the_wall_time_and_the_gpu_hours(env, tmp_path):
         assert e["cluster_s"] == pytest.approx(model["load_s"] + model["generate_s"])
     bf16 = engines(by_r[4])["bf16/none"]
     assert bf16["replicas_running"] == 4 and bf16["replica_gain"] == 4.0
-    # 8 of its 12 settings are on the harness's random stream (seed_policy=harness): replica
-    # 0's, so 4 replicas cannot make the unit 4x faster
+    # 8 of its 12 settings are on the harness's random stream (seed_policy=harness), each a
+    # chain of its own that any replica continues: 4 replicas make the unit nearly 4x faster
     seq, par = bf16["sequential_s"], bf16["parallel_s"]
-    assert seq == pytest.approx(2 * par, rel=0.3)
+    assert seq == pytest.approx(2 * par, rel=0.3) and len(bf16["chains_s"]) == 8
     one_bf16 = engines(by_r[1])["bf16/none"]
-    assert one_bf16["cluster_s"] / bf16["cluster_s"] < 2.0
+    load = bf16["cluster_load_s"]
+    gain = (one_bf16["cluster_s"] - load) / (bf16["cluster_s"] - load)
+    assert 3.6 < gain <= 4.0 + 1e-9
 
 
 def test_per_sample_seeds_let_every_replica_share_the_work(env, tmp_path):
@@ -75,14 +77,19 @@ def test_the_local_gpus_are_the_default_cluster(env, tmp_path):
     assert cluster["gpus"] == 1 and cluster["gpus_source"].startswith("this cluster: 1 GPU")
 
 
-def test_more_gpus_shorten_the_wall_time_down_to_the_longest_unit(env, tmp_path):
+def test_more_gpus_shorten_the_wall_time_past_the_longest_unit(env, tmp_path):
     walls = {n: plan(tmp_path, f"cluster.gpus={n}")["cluster"] for n in (1, 2, 5, 64)}
     units = [e["cluster_s"] for e in plan(tmp_path, "cluster.gpus=1")["engines"]]
-    assert walls[1]["makespan_s"] == pytest.approx(sum(units))
+    assert walls[1]["makespan_s"] == pytest.approx(sum(units))  # one unit after another
     assert walls[1]["makespan_s"] > walls[2]["makespan_s"] > walls[5]["makespan_s"]
-    assert walls[5]["makespan_s"] == walls[64]["makespan_s"] == pytest.approx(max(units))
-    assert walls[64]["lower_bound_s"] == pytest.approx(max(units))
-    assert len({round(w["gpu_hours"], 9) for w in walls.values()}) == 1  # GPUs do not change it
+    # the longest unit runs on several instances once the others are done
+    assert walls[5]["makespan_s"] < max(units) and walls[64]["makespan_s"] < max(units)
+    assert walls[64]["instances"] > 5
+    for wall in walls.values():
+        assert wall["makespan_s"] >= wall["lower_bound_s"] - 1e-6
+    # extra instances add their loads to the GPU-hours, little against the work
+    work = walls[1]["gpu_hours"]
+    assert all(work <= w["gpu_hours"] <= 1.2 * work for w in walls.values())
 
 
 def test_without_gpus_the_plan_asks_for_cluster_gpus(env, tmp_path):

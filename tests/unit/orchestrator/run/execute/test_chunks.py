@@ -1,4 +1,5 @@
-"""Chunk planning: sizes, sequential streams pinned to replica 0, resume from stored chunks."""
+"""Chunk planning: sizes, sequential streams one chunk at a time on any replica (longest first),
+chunks of a replica that died handed out again, resume from stored chunks."""
 
 from __future__ import annotations
 
@@ -29,36 +30,35 @@ def queue(setting, policy=SMALL_FIRST, batched=False, stored=NOTHING):
 def test_time_sized_chunks_start_small_and_follow_the_measured_rate():
     [greedy] = settings("decoding=greedy")
     q, _ = queue(greedy, ChunkPolicy(every_s=10, first_samples=2))
-    first = q.next_chunks(0)
+    first = q.next_chunks()
     assert [c.task_ids for c in first] == [TASKS[:2]] and first[0].chunk == 0
     q.returned("k", None)
     q.measured(samples=2, seconds=4.0)  # 0.5 samples/s: 10 s is 5 samples
-    second = q.next_chunks(0)
+    second = q.next_chunks()
     assert second[0].task_ids == TASKS[2:7] and second[0].chunk == 1 and not second[0].first
 
 
 def test_fixed_samples_are_whole_problems():
     [sampled] = settings("decoding=t0.8", "n_samples=4", "seed_policy=per_sample")
     q, _ = queue(sampled, ChunkPolicy(every_samples=10))
-    assert len(q.next_chunks(0)[0].task_ids) == 2  # 10 samples = 2 problems of 4 samples
+    assert len(q.next_chunks()[0].task_ids) == 2  # 10 samples = 2 problems of 4 samples
 
 
-def test_a_sequential_stream_goes_to_replica_0_one_chunk_at_a_time():
+def test_a_sequential_stream_goes_one_chunk_at_a_time_with_the_state_before_it():
     [stream] = settings("decoding=t0.8")  # seed_policy=harness: one global stream
     assert stream.sequential_stream
     q, _ = queue(stream)
-    assert q.next_chunks(1) == []  # never another replica
-    first = q.next_chunks(0)
-    assert first[0].first and q.next_chunks(0) == []  # the next waits for this one
+    first = q.next_chunks()
+    assert first[0].first and q.next_chunks() == []  # the next waits for this one
     q.returned("k", b"state-after-0")
-    nxt = q.next_chunks(0)[0]
+    nxt = q.next_chunks()[0]  # whichever replica asks: it carries the stream's state
     assert not nxt.first and nxt.stream_state == b"state-after-0"
 
 
 def test_independent_settings_feed_every_replica():
     [greedy] = settings("decoding=greedy")
     q, _ = queue(greedy)
-    a, b = q.next_chunks(0), q.next_chunks(1)
+    a, b = q.next_chunks(), q.next_chunks()
     assert a[0].task_ids == TASKS[:2] and b[0].task_ids == TASKS[2:4]
     assert a[0].chunk != b[0].chunk
 
@@ -67,7 +67,7 @@ def test_batched_chunks_take_every_unfinished_setting():
     one, two = settings("decoding=greedy", "template=own,instruct", "backend=vllm")
     works = [resume(f"k{i}", s, TASKS, Stored())[0] for i, s in enumerate((one, two))]
     q = UnitQueue(works, ChunkPolicy(batched_samples=3), batched=True)
-    chunks = q.next_chunks(0)
+    chunks = q.next_chunks()
     assert [(c.setting_key, c.task_ids) for c in chunks] == [("k0", TASKS[:3]), ("k1", TASKS[:3])]
 
 
@@ -97,14 +97,33 @@ def test_a_sequential_stream_resumes_only_from_a_prefix_with_its_state(stored, r
         assert work.remaining == list(TASKS) and not work.started
 
 
-def test_replica_0_of_several_takes_the_sequential_streams_first():
-    """Only replica 0 can generate a harness-stream setting: with other replicas to share the
-    rest, it starts those first (the unit's critical path); alone, it keeps the grid order."""
+def test_chains_go_first_a_begun_one_then_the_longest():
+    """A chain cannot be shared: an idle replica continues one it began, else starts the
+    one with the most problems left, and takes other settings only when no chain is free."""
+    greedy, stream, other = settings("decoding=greedy,t0.8,t0.2")
+    assert stream.sequential_stream and other.sequential_stream
+    works = [
+        resume("k0", greedy, TASKS, NOTHING)[0],
+        resume("k1", stream, TASKS, Stored(frozenset(TASKS[:6]), 3, b"s", TASKS[5]))[0],
+        resume("k2", other, TASKS, NOTHING)[0],
+    ]
+    q = UnitQueue(works, SMALL_FIRST, batched=False)
+    # k1 has begun (a stored prefix) but has 4 problems left; k2 has 10
+    assert [q.next_chunks()[0].setting_key for _ in range(3)] == ["k1", "k2", "k0"]
+    q.returned("k2", b"after")
+    assert q.next_chunks()[0].setting_key == "k2"  # begun now: before the greedy one
+
+
+def test_a_chunk_whose_replica_died_is_handed_out_again_first():
     greedy, stream = settings("decoding=greedy,t0.8")
-    assert stream.sequential_stream and not greedy.sequential_stream
-    works = [resume(f"k{i}", s, TASKS, Stored())[0] for i, s in enumerate((greedy, stream))]
-    q = UnitQueue(works, SMALL_FIRST, batched=False, replicas=2)
-    assert q.next_chunks(0)[0].setting_key == "k1"
-    assert q.next_chunks(1)[0].setting_key == "k0"
-    alone = [resume(f"k{i}", s, TASKS, Stored())[0] for i, s in enumerate((greedy, stream))]
-    assert UnitQueue(alone, SMALL_FIRST, batched=False).next_chunks(0)[0].setting_key == "k0"
+    works = [resume(f"k{i}", s, TASKS, NOTHING)[0] for i, s in enumerate((greedy, stream))]
+    q = UnitQueue(works, SMALL_FIRST, batched=False)
+    lost = q.next_chunks()  # the chain's first chunk
+    other = q.next_chunks()
+    assert lost[0].setting_key == "k1" and other[0].setting_key == "k0"
+    q.requeue(lost)
+    assert q.left() == ([2 + 8], 8)  # the chain: its lost chunk and the rest; 8 greedy
+    again = q.next_chunks()
+    assert again == lost  # the same request: the same problems, chunk and stream state
+    assert q.next_chunks()[0].setting_key == "k0"  # the chain waits for its chunk in flight
+    assert not q.finished
