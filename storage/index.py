@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from storage.checks import (
     RESULT_TABLES,
@@ -94,6 +95,30 @@ def build_index(
     counts as pending; so does a setting whose settings shard fails its checks. Every failing
     shard is named in its setting's `damage` (a setting whose settings shard is damaged gets a
     PENDING state with that damage, so readers can show it instead of losing it)."""
+    present, generated, damage = _scan_results(store, validate, quarantine)
+    states: dict[str, SettingState] = {}
+    for row in store.read_table("settings", columns=INDEX_COLUMNS).to_pylist():
+        state = _state_of(row, present, generated, damage, validate)
+        if state is not None:
+            states[state.key] = state
+    for key, found in damage.items():
+        if key not in states:  # its settings shard is the damaged file: no row to read
+            states[key] = SettingState(
+                key=key,
+                status=SettingStatus.PENDING,
+                has_generations=False,
+                has_executions=key in present.get("executions", set()),
+                has_scores=key in present.get("scores", set()),
+                damage=tuple(found),
+            )
+    return states
+
+
+def _scan_results(
+    store: Store, validate: bool, quarantine: bool
+) -> tuple[dict[str, set[str]], dict[str, int], dict[str, list[str]]]:
+    """Which settings each result table holds, the generated rows per setting, and each
+    setting's damaged files (`build_index`)."""
     present: dict[str, set[str]] = {}
     generated: dict[str, int] = {}
     damage: dict[str, list[str]] = {}
@@ -114,47 +139,45 @@ def build_index(
             checks = _checked(store, table, depth, quarantine, manifest)
             if table != "repeat_checks":  # a damaged check record is not the setting's damage
                 _note_damage(damage, table, checks)
-    states: dict[str, SettingState] = {}
-    for row in store.read_table("settings", columns=INDEX_COLUMNS).to_pylist():
-        key = row.get("setting_key")
-        try:
-            status = SettingStatus(row.get("status"))
-        except ValueError:
-            logger.warning("settings row %s: unknown status %r, ignored", key, row.get("status"))
-            continue
-        if not key:
-            continue
-        total = _total_samples(row)
-        rows = generated.get(key, 0)
-        # Generations committed in chunks are complete when every sample is there; a store
-        # written before chunks recorded no total: its one shard is the whole setting.
-        whole = key in present["generations"] and (total is None or rows >= total or not validate)
-        states[key] = SettingState(
-            key=key,
-            status=status,
-            has_generations=whole,
-            has_executions=key in present["executions"],
-            has_scores=key in present["scores"],
-            reason=row.get("status_reason"),
-            attempts=row.get("attempts") or 0,
-            error_type=row.get("error_type"),
-            execution_key=row.get("execution_key"),
-            execution_json=row.get("execution_json"),
-            generated_samples=rows,
-            total_samples=total,
-            damage=tuple(damage.get(key, ())),
-        )
-    for key, found in damage.items():
-        if key not in states:  # its settings shard is the damaged file: no row to read
-            states[key] = SettingState(
-                key=key,
-                status=SettingStatus.PENDING,
-                has_generations=False,
-                has_executions=key in present.get("executions", set()),
-                has_scores=key in present.get("scores", set()),
-                damage=tuple(found),
-            )
-    return states
+    return present, generated, damage
+
+
+def _state_of(
+    row: Mapping[str, Any],
+    present: dict[str, set[str]],
+    generated: dict[str, int],
+    damage: dict[str, list[str]],
+    validate: bool,
+) -> SettingState | None:
+    """A settings row's state; None for a row without a key or with an unknown status (logged)."""
+    key = row.get("setting_key")
+    try:
+        status = SettingStatus(str(row.get("status")))
+    except ValueError:
+        logger.warning("settings row %s: unknown status %r, ignored", key, row.get("status"))
+        return None
+    if not key:
+        return None
+    total = _total_samples(row)
+    rows = generated.get(key, 0)
+    # Generations committed in chunks are complete when every sample is there; a store
+    # written before chunks recorded no total: its one shard is the whole setting.
+    whole = key in present["generations"] and (total is None or rows >= total or not validate)
+    return SettingState(
+        key=key,
+        status=status,
+        has_generations=whole,
+        has_executions=key in present["executions"],
+        has_scores=key in present["scores"],
+        reason=row.get("status_reason"),
+        attempts=row.get("attempts") or 0,
+        error_type=row.get("error_type"),
+        execution_key=row.get("execution_key"),
+        execution_json=row.get("execution_json"),
+        generated_samples=rows,
+        total_samples=total,
+        damage=tuple(damage.get(key, ())),
+    )
 
 
 def _checked(
@@ -182,7 +205,7 @@ def _note_damage(damage: dict[str, list[str]], table: str, checks: Iterable[File
                 )
 
 
-def _total_samples(row: dict) -> int | None:
+def _total_samples(row: Mapping[str, Any]) -> int | None:
     n_problems, n_samples = row.get("n_problems"), row.get("n_samples")
     if n_problems is None or n_samples is None:
         return None

@@ -7,8 +7,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.report.screens.statusreport import (
+    Activity,
+    Damaged,
+    EngineCounts,
+    Failure,
+    Layout,
+    Partial,
+    Quarantined,
+    ShownRun,
+    StatusReport,
+    no_counts,
+)
 from storage.index import SettingState, build_index
 from storage.integrity import setting_key_of
 from storage.schema import RUN_TABLES, RunStatus, SettingStatus
@@ -44,13 +57,15 @@ SETTINGS_COLUMNS = (
     "dtype",
     "quant",
 )
+
+
 WAY_OUT = (
     "`reprogrid verify --fix` moves the damaged file(s) to the store's quarantine/ folder (or the "
     "next `reprogrid run` does it before planning); that run then redoes what they held"
 )
 
 
-def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
+def store_status(store: Store, run_id: str | None = None) -> StatusReport:
     """Status of the settings of one run's grid (default: the latest run) and of every other
     setting in the store. `running` and `queued` rows whose writer is gone are shown as
     `pending` (interrupted; the next run resumes them). A setting with a damaged file is
@@ -68,51 +83,24 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
     listed.update(keys)
     keys += sorted(k for k, s in index.items() if s.damage and k not in listed)
     live = store.writer_active()
-    quarantined = _quarantined(store, index)
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    failures, partial, damaged, shown, active = [], [], [], {}, []
-    for key in keys:
-        row, state = settings.get(key), index.get(key)
-        status = _shown_status(state, live) if row is not None or _damaged(state) else "pending"
-        shown[key] = status
-        model = row["model_name"] if row is not None else "?"
-        engine = _engine_label(row) if row is not None else "?"
-        if status == PARTIAL and state is not None:
-            partial.append(
-                {
-                    "setting_key": key,
-                    "generated_samples": state.generated_samples,
-                    "total_samples": state.total_samples,
-                }
-            )
-        if status == DAMAGED and state is not None:
-            damaged.append({"setting_key": key, "label": label(row), "damage": list(state.damage)})
-        if status == "running" and state is not None:
-            active.append(_activity(key, row, state, model, engine))
-        if status == SettingStatus.FAILED.value:
-            failures.append(_failure(key, row, model, engine))
-        group = groups.setdefault(
-            (model, engine), {"model": model, "engine": engine, **{s: 0 for s in STATUSES}}
-        )
-        group[status] += 1
-    totals: dict[str, int] = defaultdict(int)
-    for g in groups.values():
-        for s in STATUSES:
-            totals[s] += g[s]
+    tally = _tally(keys, settings, index, live)
     return {
         "store": store.uri,
         "layout": layout(store),
         "run": _shown_run(run, live, index),
         "writer_active": live,
-        "totals": dict(totals),
-        "engines": sorted(groups.values(), key=lambda g: (g["model"], g["engine"])),
-        "active": active,
-        "failed": failures,
-        "partial": partial,
-        "damaged": damaged,
-        "quarantined": [q for q in quarantined if shown.get(q["setting_key"]) != "complete"],
+        "totals": tally.totals(),
+        "engines": sorted(tally.engines.values(), key=lambda g: (g["model"], g["engine"])),
+        "active": tally.active,
+        "failed": tally.failed,
+        "partial": tally.partial,
+        "damaged": tally.damaged,
+        "quarantined": [
+            q for q in _quarantined(store, index) if tally.shown.get(q["setting_key"]) != "complete"
+        ],
         "settings": [
-            {"setting_key": k, "status": shown[k], "label": label(settings.get(k))} for k in keys
+            {"setting_key": k, "status": tally.shown[k], "label": label(settings.get(k))}
+            for k in keys
         ],
         "skipped": [
             {
@@ -124,6 +112,57 @@ def store_status(store: Store, run_id: str | None = None) -> dict[str, Any]:
             if k in settings and settings[k]["status"] == SettingStatus.SKIPPED.value
         ],
     }
+
+
+@dataclass
+class _Tally:
+    """Each setting's shown status, counted per model and engine, and the lists that name
+    settings: what they are doing, why they failed, what is partly stored or damaged."""
+
+    shown: dict[str, str] = field(default_factory=dict)
+    engines: dict[tuple[str, str], EngineCounts] = field(default_factory=dict)
+    active: list[Activity] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    partial: list[Partial] = field(default_factory=list)
+    damaged: list[Damaged] = field(default_factory=list)
+
+    def totals(self) -> dict[str, int]:
+        counts: list[Mapping[str, Any]] = list(self.engines.values())
+        return {s: sum(int(g[s]) for g in counts) for s in STATUSES} if counts else {}
+
+
+def _tally(
+    keys: list[str],
+    settings: Mapping[str, dict[str, Any]],
+    index: Mapping[str, SettingState],
+    live: bool,
+) -> _Tally:
+    tally = _Tally()
+    for key in keys:
+        row, state = settings.get(key), index.get(key)
+        status = _shown_status(state, live) if row is not None or _damaged(state) else "pending"
+        tally.shown[key] = status
+        model = row["model_name"] if row is not None else "?"
+        engine = _engine_label(row) if row is not None else "?"
+        if status == PARTIAL and state is not None:
+            tally.partial.append(
+                {
+                    "setting_key": key,
+                    "generated_samples": state.generated_samples,
+                    "total_samples": state.total_samples,
+                }
+            )
+        if status == DAMAGED and state is not None:
+            tally.damaged.append(
+                {"setting_key": key, "label": label(row), "damage": list(state.damage)}
+            )
+        if status == "running" and state is not None:
+            tally.active.append(_activity(key, row, state, model, engine))
+        if status == SettingStatus.FAILED.value:
+            tally.failed.append(_failure(key, row, model, engine))
+        counts = tally.engines.setdefault((model, engine), no_counts(model, engine))
+        counts[status] += 1  # type: ignore[literal-required]  # one of STATUSES
+    return tally
 
 
 def label(row: Mapping[str, Any] | None) -> str:
@@ -143,11 +182,17 @@ def _damaged(state: SettingState | None) -> bool:
 
 def _shown_run(
     run: dict[str, Any] | None, live: bool, index: Mapping[str, SettingState]
-) -> dict[str, Any] | None:
+) -> ShownRun | None:
     if run is None:
         return None
-    fields = ("run_id", "started_at", "finished_at", "status", "n_generated", "n_executed")
-    shown_run = {k: run[k] for k in fields}
+    shown_run: ShownRun = {
+        "run_id": run["run_id"],
+        "started_at": run["started_at"],
+        "finished_at": run["finished_at"],
+        "status": run["status"],
+        "n_generated": run["n_generated"],
+        "n_executed": run["n_executed"],
+    }
     if run["status"] == RunStatus.RUNNING.value:
         if not live:
             # Its process is gone without closing the record (SIGKILL): the next run marks it.
@@ -194,7 +239,7 @@ def _shown_status(state: SettingState | None, writer_active: bool) -> str:
 
 def _activity(
     key: str, row: Mapping[str, Any] | None, state: SettingState, model: str, engine: str
-) -> dict[str, Any]:
+) -> Activity:
     """What a running setting is doing: generating (samples stored so far) or executing."""
     doing = "executing" if state.has_generations else "generating"
     return {
@@ -208,11 +253,11 @@ def _activity(
     }
 
 
-def _quarantined(store: Store, index: Mapping[str, SettingState]) -> list[dict[str, Any]]:
+def _quarantined(store: Store, index: Mapping[str, SettingState]) -> list[Quarantined]:
     """Quarantine records of settings (runs and foreign files have none), newest per file. A
     damaged pack's record names the shards it lost (those of its intact row groups were given
     back): one entry per setting it lost."""
-    out = []
+    out: list[Quarantined] = []
     for record in store.quarantine_records():
         keys: list[Any] = [record.get("setting_key")]
         if record.get("lost") is not None and record.get("table") not in RUN_TABLES:
@@ -234,7 +279,7 @@ def _quarantined(store: Store, index: Mapping[str, SettingState]) -> list[dict[s
     return out
 
 
-def layout(store: Store) -> dict[str, Any]:
+def layout(store: Store) -> Layout:
     """How the store is laid out, from its manifest alone: packs and the shards they hold, and
     whether a compaction was cut short (the next writer finishes it)."""
     manifest = store.readable_manifest()
@@ -249,7 +294,7 @@ def _engine_label(row: dict[str, Any]) -> str:
     return f"{row['backend']}/{row['dtype']}/{row['quant']}"
 
 
-def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> dict[str, Any]:
+def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> Failure:
     row = row or {}
     return {
         "setting_key": key,
@@ -263,7 +308,7 @@ def _failure(key: str, row: dict[str, Any] | None, model: str, engine: str) -> d
     }
 
 
-def render_status(data: dict[str, Any], keys: bool = False) -> str:
+def render_status(data: StatusReport, keys: bool = False) -> str:
     """The text of `status`; `keys` adds one line per setting (its 12-character key, status
     and label: enough for `export-generations --setting`)."""
     lines = [f"store {data['store']}"]
@@ -282,9 +327,23 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
             f"executed {run['n_executed']}"
         )
     header = ["model", "engine", *STATUSES]
-    rows = [[g["model"], g["engine"], *(str(g[s]) for s in STATUSES)] for g in data["engines"]]
+    engines: list[Mapping[str, Any]] = list(data["engines"])
+    rows = [[g["model"], g["engine"], *(str(g[s]) for s in STATUSES)] for g in engines]
     rows.append(["total", "", *(str(data["totals"].get(s, 0)) for s in STATUSES)])
-    lines += _columns(header, rows)
+    lines += _columns(header, rows) + _what_is_happening(data)
+    if keys:
+        lines.append("")
+        lines += _columns(
+            ["key", "status", "setting"],
+            [[s["setting_key"][:12], s["status"], s["label"]] for s in data["settings"]],
+        )
+    return "\n".join(lines)
+
+
+def _what_is_happening(data: StatusReport) -> list[str]:
+    """The lines under the table: what runs now, what failed or was skipped and why, what is
+    partly stored, damaged or quarantined."""
+    lines = []
     for a in data.get("active", []):
         stored = (
             f" ({a['generated_samples']} of {a['total_samples']} samples stored)"
@@ -300,7 +359,7 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
             f"FAILED {f['model']} {f['engine']} {f['template']} {f['decoding']} "
             f"L{f['max_length']}: {f['error_type']}: {f['error']}"
         )
-    reasons: dict[str, int] = defaultdict(int)
+    reasons: dict[str | None, int] = defaultdict(int)
     for s in data["skipped"]:
         reasons[s["reason"]] += 1
     for reason, n in reasons.items():
@@ -319,13 +378,7 @@ def render_status(data: dict[str, Any], keys: bool = False) -> str:
             f"quarantined {q['setting_key'][:12]}: {q['table']}/{q['file']} ({q['kind']}) on "
             f"{str(q['quarantined_at'])[:19]} -> {q['moved_to']}; the next run redoes it"
         )
-    if keys:
-        lines.append("")
-        lines += _columns(
-            ["key", "status", "setting"],
-            [[s["setting_key"][:12], s["status"], s["label"]] for s in data["settings"]],
-        )
-    return "\n".join(lines)
+    return lines
 
 
 def _columns(header: list[str], rows: list[list[str]]) -> list[str]:

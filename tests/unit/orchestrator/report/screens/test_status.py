@@ -216,3 +216,20 @@ def test_a_compacted_store_reads_the_same_and_a_damaged_pack_names_what_it_lost(
     data = status_json(capsys, tmp_path)
     assert data["totals"]["complete"] == 2
     assert [(q["setting_key"], q["table"]) for q in data["quarantined"]] == [(keys[0], "scores")]
+
+
+def test_status_json_has_the_typed_shape_and_a_column_per_status(tmp_path, capsys):
+    """`status --json` prints exactly the keys StatusReport types, and each engine's counts
+    exactly EngineCounts' keys: the model, its engine and one per STATUSES column."""
+    from typing import get_type_hints
+
+    from orchestrator.report.screens.status import STATUSES
+    from orchestrator.report.screens.statusreport import EngineCounts, StatusReport
+
+    assert list(get_type_hints(EngineCounts)) == ["model", "engine", *STATUSES]
+    three_settings(tmp_path)
+    assert main(["status", "--store", str(tmp_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == set(get_type_hints(StatusReport))
+    assert [set(e) for e in data["engines"]] == [set(get_type_hints(EngineCounts))]
+    assert data["engines"][0]["complete"] == 3 == data["totals"]["complete"]
