@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, TypeVar
 
 from storage.damage import StoreDamage
+
+if TYPE_CHECKING:  # `report` reads REPORT_READS before it needs pandas (a bad option: at once)
+    import pandas as pd
 
 # What an export writes beside its records: the settings left out and their damaged files.
 LEFT_OUT_FILE = "left_out.json"

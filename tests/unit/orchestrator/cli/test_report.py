@@ -4,6 +4,11 @@ before anything is read but the settings, and nothing is written; the view it wr
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from orchestrator.analysis.baseline import BaselineError, parse_baseline
@@ -91,3 +96,27 @@ def test_a_report_writes_the_view_that_view_writes_and_a_second_reuses_it(
     assert main(args) == 0
     assert built == [()]  # every model's folder reused
     assert _data_files(out / "problems") == written  # untouched
+
+
+REFUSED = """
+import sys
+from orchestrator.cli import main
+code = main(["report", "--store", sys.argv[1], "--out", sys.argv[2], *sys.argv[3:]])
+print(code, sorted(m for m in sys.modules if m.split(".")[0] == "pandas")[:1])
+"""
+
+
+def test_a_bad_baseline_is_refused_before_pandas_is_imported(env, store, tmp_path):
+    """What the refusal needs is the settings table and the scores' listing: pandas (0.3 s and
+    more of a process's start) is imported only for the report itself."""
+    repo = Path(__file__).resolve().parents[4]
+    args = [str(tmp_path / "report"), "--baseline", "template=instrct"]
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED, store, *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert done.stdout.split("\n")[-2] == "2 []", done.stderr[-2000:]
