@@ -349,16 +349,6 @@ class LiteratureMapping:
     source: str = ""  # the file's name
 
 
-def load_literature_mapping(path: str | Path) -> LiteratureMapping:
-    """Read and check a mapping YAML file (see `parse_literature_mapping`)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LiteratureError(str(path), None, None, None, "mapping file not found") from None
-    return parse_literature_mapping(text, path.name)
-
-
 def parse_literature_mapping(text: str, source: str) -> LiteratureMapping:
     """Check a mapping YAML: `models` maps names to model names; `benchmark` (whose
     literature it maps), `variants` and `n_problems` (overriding the benchmark card's) are

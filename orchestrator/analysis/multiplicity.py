@@ -24,8 +24,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-FDR_Q = 0.05
-
 
 class Adjustment(enum.Enum):
     HOLM = "Holm"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.scoring import ProblemCounts, problem_counts
+from workers.scoring import ProblemCounts
 
 BEST_OF_GROUP = 10
 
@@ -41,11 +41,6 @@ class ProblemOutcomes:
 
     def as_mapping(self) -> dict[str, bool | float]:
         return dict(zip(self.task_ids, self.values.tolist(), strict=True))
-
-
-def pass1_outcomes(task_ids: Sequence[str], passed: Sequence[bool]) -> ProblemOutcomes:
-    """From execution rows (one per sample): pass/fail with one sample per problem, else c/n."""
-    return outcomes_of_counts(problem_counts(task_ids, passed))
 
 
 def outcomes_of_counts(counts: ProblemCounts) -> ProblemOutcomes:

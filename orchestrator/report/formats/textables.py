@@ -169,11 +169,3 @@ TEX_TABLES: tuple[TexTable, ...] = (
         long=True,
     ),
 )
-
-
-def tex_table(name: str) -> TexTable:
-    for entry in TEX_TABLES:
-        if entry.file == name:
-            return entry
-    valid = ", ".join(e.file for e in TEX_TABLES)
-    raise KeyError(f"no LaTeX table {name!r}; valid: {valid}")

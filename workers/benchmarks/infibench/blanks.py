@@ -8,8 +8,8 @@ The alignment is the official dynamic programme, not a textbook LCS:
   `p+1` otherwise, and on a match jumps to `s_all[i-1][p-1]`, where p-1 = -1 wraps to the last
   column (numpy indexing).
 
-`lcs_align_reference` is a line-by-line port (slow, O(n·m) Python steps) kept for the tests;
-`lcs_align` computes the same tables one template row at a time with numpy: inside a row,
+`lcs_align` computes the official tables one template row at a time with numpy (the tests
+hold a line-by-line port, O(n·m) Python steps, as its oracle): inside a row,
 (f, s) is a lexicographic running maximum that restarts at every matching character, which is a
 segmented cumulative maximum over `f * m + s`.
 """
@@ -35,31 +35,7 @@ class BlankOutcome:
     details: tuple[str, ...]  # the official detail strings, one per target
 
 
-def lcs_align_reference(template: str, response: str) -> tuple[int, list[int]]:
-    """Line-by-line port of the official LCS: (f[n-1][m-1], s), for tests and small inputs."""
-    n, m = len(template), len(response)
-    f = [[0] * m for _ in range(n)]
-    s_all = [[0] * m for _ in range(n)]
-    for i in range(n):
-        for j in range(m):
-            if i * j > 0:
-                if template[i] == response[j]:
-                    f[i][j] = f[i - 1][j - 1] + 1
-                    s_all[i][j] = j
-                else:
-                    f[i][j] = max(f[i][j - 1], f[i - 1][j])
-                    if f[i][j - 1] == f[i - 1][j]:
-                        s_all[i][j] = max(s_all[i][j - 1], s_all[i - 1][j])
-                    else:
-                        left_wins = f[i][j - 1] >= f[i - 1][j]
-                        s_all[i][j] = s_all[i][j - 1] if left_wins else s_all[i - 1][j]
-            elif template[i] == response[j]:
-                f[i][j] = 1
-                s_all[i][j] = j
-    return f[n - 1][m - 1], _backtrack(template, response, s_all)
-
-
-def _backtrack(template: str, response: str, s_all) -> list[int]:
+def backtrack(template: str, response: str, s_all) -> list[int]:
     n, m = len(template), len(response)
     s = [0] * n
     p = int(s_all[n - 1][m - 1])
@@ -76,7 +52,7 @@ def _codes(text: str) -> np.ndarray:
 
 
 def lcs_align(template: str, response: str) -> tuple[int, list[int]]:
-    """Same result as `lcs_align_reference`, vectorised over the response (numpy)."""
+    """The official LCS (f[n-1][m-1], s), vectorised over the response (numpy)."""
     n, m = len(template), len(response)
     resp = _codes(response)
     tmpl = _codes(template)
@@ -101,7 +77,7 @@ def lcs_align(template: str, response: str) -> tuple[int, list[int]]:
         key = np.maximum.accumulate(key) - segment * big
         f_row = key // m
         s_all[i] = key % m
-    return int(f_row[m - 1]), _backtrack(template, response, s_all)
+    return int(f_row[m - 1]), backtrack(template, response, s_all)
 
 
 def _target_outcome(target: BlankTarget, response_str: str, details: list[str]) -> tuple[bool, str]:

@@ -7,10 +7,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.outcomes import best_of_outcomes, mean_outcomes, pass1_outcomes
+from orchestrator.analysis.outcomes import best_of_outcomes, mean_outcomes, outcomes_of_counts
 from workers.benchmarks.infibench.aggregate import aggregate
 from workers.benchmarks.infibench.scores import ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import load_suite
+from workers.scoring import problem_counts
+
+
+def pass1_outcomes(task_ids, passed):
+    """Execution rows' outcomes as the report reads them: their counts per problem."""
+    return outcomes_of_counts(problem_counts(task_ids, passed))
 
 
 def test_pass1_outcomes_are_pass_fail_for_one_sample_and_c_over_n_for_several():

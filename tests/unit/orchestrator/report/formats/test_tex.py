@@ -88,7 +88,7 @@ def test_every_snippet_is_a_booktabs_table_with_a_cell_per_column(data):
     assert list(snippets) == [f"tex/{e.file}.tex" for e in tex.TEX_TABLES]
     for path, text in snippets.items():
         assert text.isascii(), path
-        long = textables.tex_table(path[4:-4]).long
+        long = next(t for t in textables.TEX_TABLES if t.file == path[4:-4]).long
         env = "longtable" if long else "tabular"
         assert text.count(rf"\begin{{{env}}}") == 1 and text.rstrip().endswith(rf"\end{{{env}}}")
         assert r"\toprule" in text and r"\midrule" in text and r"\bottomrule" in text
@@ -145,7 +145,9 @@ def test_an_empty_table_says_why_in_its_snippet(data):
         empty_reason="No model has a baseline setting_x & a one-axis change.",
     )
     tables = tuple(empty if t.name == "effects" else t for t in data.tables)
-    text = tex.snippet(textables.tex_table("effects"), replace(data, tables=tables))
+    text = tex.snippet(
+        next(t for t in textables.TEX_TABLES if t.file == "effects"), replace(data, tables=tables)
+    )
     assert r"\emph{No model has a baseline setting\_x \& a one-axis change.}" in text
 
 

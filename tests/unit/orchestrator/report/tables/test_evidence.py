@@ -16,7 +16,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.report.formats.display import format_cell
 from orchestrator.report.formats.texescape import tex_escape
-from orchestrator.report.formats.textables import tex_table
+from orchestrator.report.formats.textables import TEX_TABLES
 from tests.fixtures_store import write_synthetic_store
 
 # what each comparison must show in every format, as the CSV column it comes from
@@ -61,7 +61,10 @@ def _html_rows(page: str) -> list[dict[str, str]]:
 def _tex_rows(snippet: str) -> list[dict[str, str]]:
     """The data rows by column name (headers mapped back), each with its family's heading
     row's family, adjustment and family size."""
-    names = {_tex_header(c): c for c in tex_table("comparisons").columns or ()}
+    names = {
+        _tex_header(c): c
+        for c in next(t for t in TEX_TABLES if t.file == "comparisons").columns or ()
+    }
     lines = [line[: -len(r"\\")].strip() for line in snippet.splitlines() if line.endswith(r"\\")]
     split = lambda line: [c.strip() for c in re.split(r"(?<!\\)&", line)]  # noqa: E731
     head = [names[h] for h in split(lines[0])]
@@ -80,7 +83,7 @@ def _tex_rows(snippet: str) -> list[dict[str, str]]:
 
 
 def _tex_header(column: str) -> str:
-    entry = tex_table("comparisons")
+    entry = next(t for t in TEX_TABLES if t.file == "comparisons")
     return tex_escape(entry.headers.get(column, column.replace("_", " ")))
 
 

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from tests.unit.workers.benchmarks.infibench.conftest import make_case
-from workers.benchmarks.infibench.blanks import lcs_align, lcs_align_reference, match_blanks
+from tests.unit.workers.benchmarks.infibench.lcs_reference import lcs_align_reference
+from workers.benchmarks.infibench.blanks import lcs_align, match_blanks
 from workers.benchmarks.infibench.grade import grade_response
 
 
