@@ -1,6 +1,7 @@
-"""Engine replicas on CPU: R=2 replicas x 1 torch thread against R=1 replica x 2 threads.
+"""Engine replicas on CPU: R=2 replicas x 1 torch thread against R=1 replica x 2 threads (and,
+with --sampled, x 1 thread).
 
-Both variants are the real `run_grid` of the same grid (the tiny model, transformers, fp32,
+The variants are the real `run_grid` of the same grid (the tiny model, transformers, fp32,
 greedy, templates instruct and yi, the first --limit HumanEvalFix problems), each on a fresh
 temporary store and a fresh private Ray instance of --num-cpus CPUs (Ray's start is not
 timed). Threads per engine are `cluster.engine_cpus`: Ray sets an actor's OMP_NUM_THREADS to
@@ -13,10 +14,16 @@ problem left while the other waits.
 The variants alternate --repeats times (A B, B A, ...) so that load from other jobs on the
 machine hits both alike; each row is a variant's median. wall_s is the whole `run_grid`
 (engine loads, generation, executions, store writes), gen_s the span from the first chunk's
-start to the last chunk's end. The greedy programs of the two variants must be identical.
+start to the last chunk's end. The programs of the variants must be identical.
+
+--sampled makes the two settings sampled (t0.8) under the harness's seeding: each is one
+sequential random stream whose chunks go round the idle replicas, each restoring the stream
+state the chunk before it saved (run/execute/chunks.py), so two replicas run the two settings
+at once; one replica of one thread is the baseline beside one of two threads.
 
     python perf/replicas.py                       # 2 cores: R=2 x 1 thread vs R=1 x 2 threads
     python perf/replicas.py --limit 40 --repeats 3
+    python perf/replicas.py --sampled             # two harness-seeded sampled settings
 
 Data from REPROGRID_DATA_DIR; the tiny model is built on first use in REPROGRID_CACHE_DIR.
 """
@@ -84,7 +91,7 @@ def run_variant(variant: Variant, args, work: Path) -> Measured:
         "model=tiny",
         "backend=hf",
         "dtype=fp32",
-        "decoding=greedy",
+        "decoding=t0.8" if args.sampled else "decoding=greedy",
         "template=instruct,yi",
         f"benchmark.limit={args.limit}",
         f"checkpoint.every_samples={args.chunk}",
@@ -124,6 +131,9 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=2, help="samples per chunk (default 2)")
     parser.add_argument("--num-cpus", type=int, default=2, help="Ray CPUs (default 2)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each variant (default 2)")
+    parser.add_argument(
+        "--sampled", action="store_true", help="two harness-seeded sampled settings (t0.8)"
+    )
     args = parser.parse_args()
     # An inherited OMP_NUM_THREADS would override the per-actor thread count Ray sets.
     os.environ.pop("OMP_NUM_THREADS", None)
@@ -134,6 +144,8 @@ def main() -> None:
         Variant(f"R=2 x {half} thread(s)", 2, half),
         Variant(f"R=1 x {args.num_cpus} thread(s)", 1, args.num_cpus),
     ]
+    if args.sampled and half != args.num_cpus:
+        variants.append(Variant(f"R=1 x {half} thread(s)", 1, half))
     work = Path(tempfile.mkdtemp(prefix="reprogrid-bench-replicas-"))
     runs: dict[str, list[Measured]] = {v.name: [] for v in variants}
     try:
@@ -148,8 +160,9 @@ def main() -> None:
     base = variants[1]
     base_rate = statistics.median(m.samples / m.wall_s for m in runs[base.name])
     base_gen = statistics.median(m.samples / m.gen_s for m in runs[base.name])
+    decoding = "t0.8, seed_policy=harness" if args.sampled else "greedy"
     print(
-        f"tiny model, hf, fp32, greedy, 2 templates x {args.limit} problems, chunks of "
+        f"tiny model, hf, fp32, {decoding}, 2 templates x {args.limit} problems, chunks of "
         f"{args.chunk} samples, {args.num_cpus} Ray CPUs, {os.cpu_count()} cores, "
         f"median of {args.repeats} run(s) each, alternating"
     )
@@ -171,6 +184,9 @@ def main() -> None:
     for v in variants:
         walls = ", ".join(f"{m.wall_s:.1f}" for m in runs[v.name])
         print(f"  {v.name} runs, wall_s in order: {walls}")
+    for other in variants[2:]:  # --sampled: one replica of one thread
+        gen = [statistics.median(m.samples / m.gen_s for m in runs[v.name]) for v in variants]
+        print(f"{variants[0].name} against {other.name}: generation x {gen[0] / gen[2]:.2f}")
     print(f"programs identical across variants and runs: {'yes' if same else 'NO'}")
 
 

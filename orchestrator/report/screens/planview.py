@@ -67,7 +67,7 @@ def _cluster_lines(data: dict[str, Any]) -> list[str]:
     bound = format_duration(c["lower_bound_s"])
     lines = [
         f"{on} {format_duration(c['makespan_s'])} (lower bound {bound}: the work over the "
-        "GPUs or the longest unit)"
+        "GPUs, or a unit's load and its longest harness-seeded setting)"
     ]
     if left_out:
         lines.append(f"  without {left_out} engine(s) that need more GPUs (BLOCKING below)")
@@ -148,12 +148,20 @@ def _engine_header(g: dict[str, Any]) -> str:
             gain = f", x{g['replica_gain']:.1f}" if g["replicas_running"] > 1 else ""
             parts.append(
                 f"on the cluster {format_duration(g['cluster_s'])} with "
-                f"{g['replicas_running']} replica(s){gain}"
+                f"{g['replicas_running']} replica(s){gain}{_instances(g)}"
             )
     here = "on this machine " if g.get("placement") in ("cpu", "gpu") else ""
     parts.append(f"{here}~{format_duration(g['estimated_s'])} on {g['device']}")
     basis = BASIS_TEXT.get(g["basis"], g["basis"])
     return f"{head} {'; '.join(parts)} [{basis}]"
+
+
+def _instances(g: dict[str, Any]) -> str:
+    """A unit the cluster's schedule runs on several engine instances, and when."""
+    if (g.get("instances") or 1) <= 1:
+        return ""
+    start, end = format_duration(g["start_s"]), format_duration(g["end_s"])
+    return f" (one instance); {g['instances']} instances from {start} to {end}"
 
 
 def _is_damaged(s: dict[str, Any]) -> bool:

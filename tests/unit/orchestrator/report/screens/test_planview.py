@@ -138,14 +138,48 @@ def test_the_wall_time_on_the_cluster_and_each_units_replicas():
     text = render_plan(data)
     assert (
         "wall time on 64 GPU(s) (cluster.gpus=64): 51m40s (lower bound 50m00s: the work over "
-        "the GPUs or the longest unit)"
+        "the GPUs, or a unit's load and its longest harness-seeded setting)"
     ) in text
     assert "on the cluster 40m00s with 4 replica(s), x3.5; on this machine ~1h01m on h200" in text
+    row.update(instances=3, start_s=0.0, end_s=1500.0)
+    data["cluster"] |= {"instances": 3, "more_gpus": [more(128, 1800.0, 1.3)]}
+    text = render_plan(data)
+    assert "x3.5 (one instance); 3 instances from 0s to 25m00s" in text
+    assert "  3 engine instances for 1 engines: long units run on several GPUs" in text
+    assert "  more GPUs (cluster.gpus=N) would shorten it to 128: 30m00s (1.3 GPU-hours)" in text
     data["cluster"] = cluster(None, None, "no GPUs here: set cluster.gpus=N to size a cluster")
     assert (
         "wall time: not sized (no GPUs here: set cluster.gpus=N to size a cluster); the longest "
         "unit 50m00s"
     ) in render_plan(data)
+
+
+def more(gpus: int, makespan: float, hours: float) -> dict:
+    return {"replicas": 4, "gpus": gpus, "makespan_s": makespan, "gpu_hours": hours}
+
+
+def test_the_fast_path_is_priced_beside_the_grid():
+    data = plan_data([engine("model", "1 of 1 GPU(s)", "h200")], "model")
+    data["cluster"] = cluster(8, 3100.0, "cluster.gpus=8")
+    overrides = ["backend=auto", "seed_policy=per_sample"]
+    data["fast_path"] = {
+        "overrides": overrides,
+        "gpus": 8,
+        "makespan_s": 600.0,
+        "gpu_hours": 1.25,
+        "skipped": 2,
+        "settings": 60,
+    }
+    assert (
+        "  the fast path (backend=auto seed_policy=per_sample): 10m00s on 8 GPU(s), 1.2 "
+        "GPU-hours, 2 setting(s) skipped (its sampled outputs are not the harness's)"
+    ) in render_plan(data)
+    data["fast_path"] = {"overrides": overrides, "error": "grid.backend is a grid axis"}
+    assert "the fast path (backend=auto seed_policy=per_sample): not sized (grid.backend" in (
+        render_plan(data)
+    )
+    data["fast_path"] = None  # the grid is the fast path already
+    assert "the fast path" not in render_plan(data)
 
 
 def test_the_headline_leads_with_the_gpu_figures_and_labels_this_machine():
