@@ -230,7 +230,14 @@ class EngineSession:
 
     def _generate(self, requests: Sequence[GenRequest], seed: int | None) -> list[Generation]:
         """One request at a time (the harness's way for a one-prompt-per-call backend), so the
-        progress is live; `seed` seeds the global stream before the first."""
+        progress is live; `seed` seeds the global stream before the first. A backend that
+        decodes several prompts together (`prompts_per_call` > 1: batched transformers) gets
+        the chunk's requests in one call, so its batch is refilled as sequences finish."""
+        if getattr(self.backend, "prompts_per_call", 1) > 1:
+            self.progress.calling(requests)
+            made = self.backend.generate(requests, global_seed=seed)
+            self.progress.add(len(made), sum(g.n_output_tokens or 0 for g in made))
+            return made
         out: list[Generation] = []
         for i, request in enumerate(requests):
             self.progress.calling([request])

@@ -180,6 +180,30 @@ class BackendDefinition:
         the option that asks for one, as the user wrote it."""
         return None
 
+    def prompts_per_call(self, engine: EngineSpec) -> int:
+        """Prompts one backend call decodes together (batched transformers:
+        `generation.batch_size`); 1 for one prompt per call. A setting's chunks are cut in
+        multiples of it, so a batch holds the same prompts however a run is chunked."""
+        return 1
+
+    def auto_engine(self, engine: EngineSpec, setting: SettingSpec) -> EngineSpec:
+        """The engine when `backend=auto` places `setting` on this backend: the fast path may
+        take what the setting already gave up for speed (batched transformers where it asks
+        for seed_policy=per_sample). Its skip rules then apply to that engine."""
+        return engine
+
+    def needs(self, setting: SettingSpec) -> tuple[str, ...]:
+        """Optional features of its library the setting needs (`missing_here` names those the
+        installation lacks)."""
+        return ()
+
+    def missing_here(self) -> dict[str, str]:
+        """The optional features its library as installed here lacks -> why, probed without
+        importing it; {} when it lacks none, or is not installed (nothing is known of the
+        library that will run). A setting that `needs` one is a skip, and `backend=auto`
+        places it elsewhere (`plan` and `doctor` say so)."""
+        return {}
+
     def installed(self) -> bool:
         """Its library can be imported here (without importing it)."""
         return self.library is None or importlib.util.find_spec(self.library) is not None

@@ -101,6 +101,7 @@ OPTION_NUMBERS: dict[str, Range] = {
     "checkpoint.every_samples": Range(int, 1, nullable=True),
     "checkpoint.first_samples": Range(int, 1),
     "checkpoint.batched_samples": Range(int, 1),
+    "generation.batch_size": Range(int, 1, 4096, nullable=True),
     "progress.every_s": Range(float, 0, low_open=True),
     "compaction.after_run": Range(int, 1, nullable=True),
     "store_lock.lease_s": Range(

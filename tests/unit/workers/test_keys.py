@@ -154,6 +154,14 @@ PINNED = {
         max_length=512,
         length_semantics=LengthSemantics.NEW_TOKENS,
     ),
+    # batched transformers (generation.batch_size=8): the batch size is keyed over 1
+    "85a55953375ee6c529dd40f1a02aec1382d7c314fd311cde91a1199ca82fc351": setting(
+        engine=EngineSpec(MODEL, "hf", Dtype.FP16, Quant.INT8, options=HfOptions(batch_size=8)),
+        decoding=T08,
+        n_samples=5,
+        seed=1,
+        seed_policy=SeedPolicy.PER_SAMPLE,
+    ),
     "aab750d79adbb3c6c3587c8eb5baa892e6a50a729307c4d90e1291efbe4856cc": setting(
         engine=EngineSpec(
             MODEL,
@@ -169,6 +177,18 @@ PINNED = {
 @pytest.mark.parametrize("expected", PINNED)
 def test_setting_keys_are_pinned(expected):
     assert setting_key(PINNED[expected]) == expected
+
+
+def test_transformers_batch_size_is_keyed_only_over_one():
+    one, unset = HfOptions(batch_size=1), HfOptions()
+    for options in (one, unset):
+        engine = EngineSpec(MODEL, "hf", Dtype.BF16, Quant.NONE, options=options)
+        assert setting_key(setting(engine=engine)) == setting_key(setting())
+    keys = {
+        setting_key(setting(engine=EngineSpec(MODEL, "hf", Dtype.BF16, Quant.NONE, options=o)))
+        for o in (HfOptions(batch_size=4), HfOptions(batch_size=8), unset)
+    }
+    assert len(keys) == 3
 
 
 def test_engine_key_and_seeds_are_pinned():

@@ -35,6 +35,7 @@ from workers.backends import harness
 from workers.backends.base import UnsupportedSetting, options_of
 from workers.backends.harness import PreparedPrompt, continuation_is_done
 from workers.backends.hf import HF, HfOptions
+from workers.backends.hf.batched import generate_batched
 from workers.backends.tokens import (
     ModelSource,
     chat_template_sha256,
@@ -186,6 +187,9 @@ class HfBackend:
         self.tokenizer: Any = None
         self.engine: EngineSpec | None = None
         self.device = "cpu"
+        # Prompts decoding together (generation.batch_size); the session hands a backend of
+        # more than one a chunk's requests in one call.
+        self.prompts_per_call = 1
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -195,6 +199,7 @@ class HfBackend:
         self.model = load_model(engine, source, self.device)
         self.tokenizer = harness_tokenizer(source)
         self.engine = engine
+        self.prompts_per_call = options_of(engine, HfOptions).prompts_per_call
         return EngineInfo(
             backend=HF.name,
             backend_versions={"transformers": transformers.__version__, "torch": torch.__version__},
@@ -208,6 +213,7 @@ class HfBackend:
                 "device": self.device,
                 "quantization": engine.quant.value,
                 "bnb_4bit_quant_type": engine.bnb_4bit_quant_type.value,
+                "batch_size": str(self.prompts_per_call),
             },
         )
 
@@ -244,6 +250,8 @@ class HfBackend:
             raise RuntimeError("HfBackend.generate called before load")
         if global_seed is not None:
             seed_like_harness(global_seed)
+        if self.prompts_per_call > 1:
+            return generate_batched(self.model, self.tokenizer, requests, self.prompts_per_call)
         out: list[Generation] = []
         for request in requests:
             out.extend(self._generate_one(request))
