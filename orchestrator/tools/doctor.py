@@ -17,6 +17,9 @@ def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
     from workers.backends.registry import backend_definitions
 
     backends = {d.name: d.installed() for d in backend_definitions()}
+    # what an installed backend's library lacks of what some settings need (vLLM without
+    # bitsandbytes): those settings are skipped on it, and backend=auto places them elsewhere
+    lacking = {d.name: d.missing_here() for d in backend_definitions() if d.installed()}
     # 8-bit and 4-bit engines load through bitsandbytes whatever the backend
     backends["bitsandbytes"] = importlib.util.find_spec("bitsandbytes") is not None
     gpus = detect_gpus()
@@ -26,6 +29,7 @@ def doctor_report(overrides: Sequence[str] = ()) -> dict[str, Any]:
     report: dict[str, Any] = {
         "versions": versions,
         "backends": backends,
+        "backends_lack": {name: gaps for name, gaps in lacking.items() if gaps},
         "gpu": {"count": gpus.count, "names": list(gpus.names), "source": gpus.source.value},
         "sandbox": sandbox_capabilities(),
         # the level executions get here (recorded per execution; docs/sandbox.md) and why
@@ -54,6 +58,12 @@ def render_doctor(data: dict[str, Any]) -> str:
 
     lines = ["versions: " + ", ".join(f"{k} {v}" for k, v in sorted(data["versions"].items()))]
     lines.append("backends: " + ", ".join(f"{k} {yes(v)}" for k, v in data["backends"].items()))
+    for name, gaps in data.get("backends_lack", {}).items():
+        for feature, why in gaps.items():
+            lines.append(
+                f"  {name} lacks {feature}: {why}; settings that need it are skipped on "
+                f"backend={name}, and backend=auto places them on another backend"
+            )
     gpu = data["gpu"]
     names = f": {', '.join(gpu['names'])}" if gpu["names"] else ""
     lines.append(f"gpu: {gpu['count']} ({gpu['source']}{names})")

@@ -156,6 +156,15 @@ def _engine_header(g: dict[str, Any]) -> str:
     return f"{head} {'; '.join(parts)} [{basis}]"
 
 
+def _placement_lines(notes: list[dict[str, Any]]) -> list[str]:
+    """backend=auto: the settings a higher-ranked backend cannot run, where they went, why."""
+    return [
+        f"placement: {n['n_settings']} setting(s) on {n['placed_on']}, not {n['instead_of']}: "
+        f"{n['reason']}"
+        for n in notes
+    ]
+
+
 def _instances(g: dict[str, Any]) -> str:
     """A unit the cluster's schedule runs on several engine instances, and when."""
     if (g.get("instances") or 1) <= 1:
@@ -198,6 +207,7 @@ def render_plan(data: dict[str, Any]) -> str:
         *_estimate_lines(data),
         *_preflight_lines(data.get("preflight")),
         *(f"warning: {w}" for w in data.get("warnings", [])),
+        *_placement_lines(data.get("placement") or []),
     ]
     for g in data["engines"]:
         lines.append(_engine_header(g))

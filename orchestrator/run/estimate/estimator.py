@@ -47,6 +47,7 @@ from orchestrator.run.preflight.hardware import (
     local_gpus,
     place,
 )
+from orchestrator.run.prepare.grid import placement_notes
 from orchestrator.run.prepare.prepared import PreparedGrid
 from storage.store import Store
 from workers.backends.registry import get_backend
@@ -272,6 +273,7 @@ def _estimate_units(
             definition.model_free,
             model.num_gpus,
             tuple(setting_work(prepared, i, counter) for i in unit.settings),
+            definition.prompts_per_call(unit.engine),
         )
         estimate = estimate_unit(
             unit, work, placements[unit.engine_key], rates, devices, prepared.n_problems, params
@@ -389,6 +391,8 @@ def plan_json(
         ),
         "fit_problems": fit_json(found),
         "warnings": warnings,
+        # backend=auto: where settings a higher-ranked backend cannot run went, and why
+        "placement": placement_notes(prepared.cells),
         "preflight": report.to_json() if report is not None else None,
         "engines": list(engines.values()),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,9 @@ class Environment:
     # repo_id -> what a local folder holds (prepare/modelid.py): the model's identity in the
     # key. A repo_id without an entry is keyed as itself (a Hub id).
     model_identities: Mapping[str, str] = field(default_factory=dict)
+    # backend -> the optional features its library as installed here lacks -> why
+    # (BackendDefinition.missing_here): a setting that needs one is a skip on that backend.
+    missing: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def backend_files(config: RunConfig) -> list[str]:
@@ -72,6 +75,9 @@ class Cell:
     # The same cell as keyed by an earlier derivation (a local folder by its path): a store
     # written then holds it under that key, which the plan then keeps using.
     aliases: tuple[Cell, ...] = ()
+    # backend=auto: the higher-ranked backends it passed over, each with why it could not run
+    # the setting (`plan` says where settings went and why).
+    passed_over: tuple[tuple[str, str], ...] = ()
 
     @property
     def skipped(self) -> bool:
@@ -111,17 +117,25 @@ def _auto(
     values: Mapping[str, Any],
     config: RunConfig,
     env: Environment,
-) -> SettingSpec:
-    """backend=auto: the installed backend of highest rank that can run the setting; when none
-    can, the lowest-ranked one (its skip row then says why)."""
+) -> tuple[SettingSpec, tuple[tuple[str, str], ...]]:
+    """backend=auto: the installed backend of highest rank that can run the setting, its
+    engine as the definition's `auto_engine` makes it for the setting; when none can, the
+    lowest-ranked one (its skip row then says why). With the backends passed over and why."""
     ranked = _ranked()
+    passed: list[tuple[str, str]] = []
     for definition in ranked:
         engine = _engine(definition.name, model, values, config, env)
         candidate = dataclasses.replace(setting, engine=engine)
-        if definition.name in env.installed and definition.skip_reason(candidate) is None:
-            return candidate
+        candidate = dataclasses.replace(candidate, engine=definition.auto_engine(engine, candidate))
+        if definition.name not in env.installed:
+            passed.append((definition.name, "not installed here"))
+            continue
+        reason = backend_skip_reason(candidate, env)
+        if reason is None:
+            return candidate, tuple(passed)
+        passed.append((definition.name, reason))
     fallback = _engine(ranked[-1].name, model, values, config, env)
-    return dataclasses.replace(setting, engine=fallback)
+    return dataclasses.replace(setting, engine=fallback), ()
 
 
 def _ranked() -> list[BackendDefinition]:
@@ -162,23 +176,61 @@ def make_cell(
         seed=int(values["seed"]),
         seed_policy=SeedPolicy(values["seed_policy"]),
     )
+    passed: tuple[tuple[str, str], ...] = ()
     if requested == AUTO:
-        setting = _auto(setting, model, values, config, env)
-    skip = skip_reason(setting, benchmark)
+        setting, passed = _auto(setting, model, values, config, env)
+    skip = skip_reason(setting, benchmark, env)
     legacy = path_keyed(setting)
     aliases = (Cell(setting_key(legacy), legacy, skip),) if legacy is not None else ()
-    return Cell(setting_key(setting), setting, skip, aliases)
+    return Cell(setting_key(setting), setting, skip, aliases, passed)
 
 
-def skip_reason(setting: SettingSpec, benchmark: BenchmarkDefinition) -> str | None:
+def skip_reason(
+    setting: SettingSpec, benchmark: BenchmarkDefinition, env: Environment | None = None
+) -> str | None:
     """Why a setting cannot run, known before anything is loaded (None: it can run): the
-    benchmark's own rules first, then the harness's, then the backend's (its definition)."""
+    benchmark's own rules first, then the harness's, then the backend's (its definition, and
+    what its library as installed here lacks)."""
     reason = benchmark.skip_reason(setting)
     if reason is not None:
         return reason
     if not setting.decoding.do_sample and setting.samples_per_call > 1:
         return GREEDY_MULTI_REASON
-    return get_backend(setting.engine.backend).skip_reason(setting)
+    return backend_skip_reason(setting, env or Environment())
+
+
+def backend_skip_reason(setting: SettingSpec, env: Environment) -> str | None:
+    """The backend's skip rule for the setting, then a feature it needs that its library as
+    installed here lacks."""
+    definition = get_backend(setting.engine.backend)
+    reason = definition.skip_reason(setting)
+    if reason is not None:
+        return reason
+    missing = env.missing.get(definition.name, {})
+    for feature in definition.needs(setting):
+        if feature in missing:
+            return f"{definition.name} here cannot run it: {missing[feature]}"
+    return None
+
+
+def placement_notes(cells: Sequence[Cell]) -> list[dict[str, Any]]:
+    """Where backend=auto placed settings that a higher-ranked backend could not run, and
+    why: one entry per (backend and its options, backend passed over, reason), in grid order,
+    with the count of settings."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for cell in cells:
+        if cell.skipped:
+            continue
+        engine = cell.setting.engine
+        batch = get_backend(engine.backend).prompts_per_call(engine)
+        placed = engine.backend + (f" (generation.batch_size={batch})" if batch > 1 else "")
+        for name, reason in cell.passed_over:
+            key = (placed, name, reason)
+            counts[key] = counts.get(key, 0) + 1
+    return [
+        {"placed_on": p, "instead_of": n, "reason": r, "n_settings": c}
+        for (p, n, r), c in counts.items()
+    ]
 
 
 def expand_grid(config: RunConfig, data_sha256: str, env: Environment) -> list[Cell]:

@@ -105,10 +105,12 @@ def prepare(config: RunConfig, loaded: Benchmark | None = None) -> PreparedGrid:
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
         raise ConfigError(f"no file {shown} (a file a backend reads, such as replay_path)")
+    installed = [d for d in backend_definitions() if d.installed()]
     env = Environment(
-        installed=frozenset(d.name for d in backend_definitions() if d.installed()),
+        installed=frozenset(d.name for d in installed),
         file_hashes={f: file_sha256(f) for f in files},
         model_identities=model_identities(config.models, config.cache_dir),
+        missing={d.name: d.missing_here() for d in installed},
     )
     cells = tuple(expand_grid(config, benchmark.data_sha256, env))
     return PreparedGrid(config, benchmark, cells, env)

