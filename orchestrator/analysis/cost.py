@@ -219,6 +219,9 @@ class EngineWork:
     model_free: bool  # no model runs (replayed or fake text): nothing to estimate
     num_gpus: int
     settings: tuple[SettingWork, ...]
+    # Calls decoding together (batched transformers, `generation.batch_size`; the definition's
+    # `prompts_per_call`): 1 for one prompt per call.
+    prompts_per_call: int = 1
 
 
 @dataclass(frozen=True)
@@ -286,6 +289,10 @@ def estimate_engine(work: EngineWork, device: DeviceSpec, params: CostParams) ->
     prefill = sum(n_prompt * seqs for n_prompt, _, seqs in calls) * flop_per_token / peak
     if work.batched:
         generate = prefill + _vllm_decode_s(calls, step, flop_per_token / peak, params)
+    elif work.prompts_per_call > 1:
+        generate = prefill + batched_decode_s(
+            calls, work.prompts_per_call, step, flop_per_token / peak
+        )
     else:
         generate = prefill + sum(n_out * step for _, n_out, _ in calls)
     load = params.load_fixed_s + work.size_b * 2.0 / params.load_gbps
@@ -307,6 +314,37 @@ def _vllm_decode_s(
     tokens = sum(n_out * seqs for _, n_out, seqs in calls)
     per_step = max(step_s, batch * compute_s_per_token)
     return math.ceil(tokens / batch) * per_step
+
+
+def batched_decode_s(
+    calls: Sequence[tuple[int, int, int]],
+    batch_size: int,
+    step_s: float,
+    compute_s_per_token: float,
+) -> float:
+    """Decode time of batched transformers generation (`generation.batch_size` = B,
+    workers/backends/hf/batched.py): up to B calls decode together and a finished call's place
+    is taken at once by the next, so a step decodes the sequences of B calls (fewer only when
+    fewer are left). A step reads the weights once and pays eager PyTorch's per-step overhead
+    once, as one call's step does (`step_s`, bitsandbytes' slow-down included), unless the
+    rows' compute takes longer. `calls`: (prompt tokens, output tokens, sequences) each."""
+    sequences = sum(seqs for _, _, seqs in calls)
+    if not sequences:
+        return 0.0
+    rows = min(sequences, batch_size * max(seqs for _, _, seqs in calls))
+    tokens = sum(n_out * seqs for _, n_out, seqs in calls)
+    per_step = max(step_s, rows * compute_s_per_token)
+    return math.ceil(tokens / rows) * per_step
+
+
+def vllm_bnb4_step_s(size_b: float, device: DeviceSpec, params: CostParams) -> float:
+    """One decode step of vLLM with in-flight bitsandbytes 4-bit (`quantization=
+    "bitsandbytes"`, nf4): vLLM's compiled loop at the bandwidth bound of the 4-bit weights,
+    times bitsandbytes' 4-bit slow-down (vLLM's bitsandbytes method calls the same kernels as
+    transformers), plus the loop's floor. Where the installed vLLM has no bitsandbytes (vLLM
+    0.32), `backend=auto` places these settings on batched transformers instead."""
+    work = EngineWork(size_b, Dtype.FP16, Quant.INT4, True, False, 1, ())
+    return step_seconds(work, device, params)
 
 
 def gpu_hours(cost: EngineCost, device: DeviceSpec, num_gpus: int) -> float:

@@ -3,6 +3,8 @@ figures it is built from (docs/cost.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from orchestrator.analysis.cost import (
@@ -11,6 +13,7 @@ from orchestrator.analysis.cost import (
     DeviceSpec,
     EngineWork,
     SettingWork,
+    batched_decode_s,
     bytes_per_weight,
     device_class,
     estimate_engine,
@@ -20,6 +23,7 @@ from orchestrator.analysis.cost import (
     output_tokens,
     step_seconds,
     throughput,
+    vllm_bnb4_step_s,
 )
 from workers.spec import Dtype, LengthSemantics, Quant
 
@@ -175,3 +179,36 @@ def test_throughput_is_per_engine_precision_and_device_class():
     }
     assert rates[("m", "hf", "fp16", "int8", "gpu")]["samples_per_s"] == 0.5
     assert device_class("cuda:0") == "gpu" and device_class(None) == "cpu"
+
+
+# -- batched transformers and vLLM's bitsandbytes 4-bit ------------------------------------------
+
+
+def test_batched_transformers_decode_b_calls_per_step_until_compute_bound():
+    calls = [(100, 200, 1)] * 64  # 64 calls of 200 output tokens, one sequence each
+    step = 0.05
+    assert batched_decode_s(calls, 8, step, 0.0) == pytest.approx(64 * 200 / 8 * step)
+    assert batched_decode_s(calls, 1, step, 0.0) == pytest.approx(64 * 200 * step)
+    # the rows' compute bounds a step once it outweighs the weight read
+    assert batched_decode_s(calls, 64, step, 0.01) == pytest.approx(200 * 64 * 0.01)
+    assert batched_decode_s(calls[:3], 8, step, 0.0) == pytest.approx(200 * step)  # 3 left
+    assert batched_decode_s([], 8, step, 0.0) == 0.0
+
+
+def test_the_engine_estimate_batches_transformers_by_its_prompts_per_call():
+    gpu = GPUS["h200"]
+    one = work(quant=Quant.INT8, prompts=(300,) * 160)
+    eight = dataclasses.replace(one, prompts_per_call=8)
+    a, b = estimate_engine(one, gpu, CostParams()), estimate_engine(eight, gpu, CostParams())
+    assert a.step_s == b.step_s and a.output_tokens == b.output_tokens
+    prefill = b.generate_s - b.output_tokens / 8 * b.step_s  # one call's prefill each, both
+    assert a.generate_s - prefill == pytest.approx(a.output_tokens * a.step_s, rel=1e-6)
+    assert a.generate_s / b.generate_s > 7
+
+
+def test_vllm_bitsandbytes_4bit_step_is_the_bnb_slowdown_at_vllms_bound():
+    gpu = GPUS["h100"]
+    step = vllm_bnb4_step_s(7.0, gpu, NO_FLOOR)
+    fp16_vllm = step_seconds(work(batched=True), gpu, NO_FLOOR)
+    assert step / fp16_vllm == pytest.approx(1.33)  # int4_slowdown over fp16, no eager factor
+    assert step < step_seconds(work(quant=Quant.INT4), gpu, NO_FLOOR)  # transformers batch 1
