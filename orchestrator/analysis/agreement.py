@@ -4,7 +4,9 @@ re-generation. Pure functions of rows (no store, no I/O).
 The match, precisely: two complete settings are paired when their keyed fields
 (`setting_json`, the canonical JSON the setting key is the hash of) are equal after removing
 the engine's backend and every field its backend adds (all engine fields but the model's:
-`MODEL_ENGINE_FIELDS`), and their backends differ. So model and revision, dtype and
+`MODEL_ENGINE_FIELDS`), and those removed fields differ: another backend, or the same backend
+with another keyed option (batched transformers, `hf_batch_size`, against batch 1; vLLM's
+batch-invariant kernels against its default ones). So model and revision, dtype and
 quantization, benchmark, variant, data hash, problem limit, template, decoding parameters
 (temperature, top_p, top_k; not the decoding's name), max_length and its semantics and
 n_samples must be equal, and for sampled settings also seed and seed policy (greedy settings
@@ -46,13 +48,37 @@ def replayed(row: Mapping[str, Any]) -> bool:
     return row.get("device") in NO_DEVICE
 
 
-def _rank(row: Mapping[str, Any]) -> tuple[bool, str, str]:
-    return (replayed(row), str(row["backend"]), str(row["setting_key"]))
+def engine_variant(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's keyed fields that are not the model's: its backend and what the backend's
+    definition keys (`hf_batch_size`, `vllm_batch_invariant`, ...)."""
+    engine = json.loads(row["setting_json"]).get("engine", {})
+    return {k: v for k, v in engine.items() if k not in MODEL_ENGINE_FIELDS}
+
+
+def engine_label(row: Mapping[str, Any]) -> str:
+    """The backend, with the keyed options that make its variant: "hf(hf_batch_size=8)"."""
+    extra = {k: v for k, v in engine_variant(row).items() if k != "backend"}
+    shown = ",".join(f"{k}={v}" for k, v in sorted(extra.items()) if not k.endswith("sha256"))
+    return f"{row['backend']}({shown})" if shown else str(row["backend"])
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[bool, str, int, str, str]:
+    """The reference first: a backend before a replay, then by name, then its variant with
+    the fewest keyed options (batch 1 before batched transformers)."""
+    variant = engine_variant(row)
+    return (
+        replayed(row),
+        str(row["backend"]),
+        len(variant),
+        canonical_json(variant),
+        row["setting_key"],
+    )
 
 
 def can_pair(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Different backends; a replayed setting only with the backend it claims."""
-    if a["backend"] == b["backend"]:
+    """Different engine variants (backends, or a backend's keyed options); a replayed setting
+    only with the backend it claims."""
+    if engine_variant(a) == engine_variant(b):
         return False
     for x, y in ((a, b), (b, a)):
         if replayed(x):

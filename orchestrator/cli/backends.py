@@ -17,10 +17,11 @@ def register(sub) -> None:
     """Add `compare-backends` and `repeat-check` to the subparsers."""
     p = sub.add_parser(
         "compare-backends",
-        help="agreement of settings that differ only in the backend (hf vs vllm): identical "
-        "programs, same pass/fail, pass@1 difference",
+        help="agreement of settings that differ only in the backend or its keyed options (hf "
+        "vs vllm, batched transformers vs batch 1): identical programs, same pass/fail, pass@1 "
+        "difference",
         description="Pair the store's complete settings whose keyed fields are equal except "
-        "for the backend, and compare their samples (docs/vllm.md).",
+        "for the backend and its keyed options, and compare their samples (docs/vllm.md).",
     )
     add_store(p)
     p.add_argument("--json", action="store_true", help="print as JSON")

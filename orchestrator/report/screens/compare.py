@@ -1,4 +1,5 @@
-"""`compare-backends`: settings that are the same except for the backend are paired (see
+"""`compare-backends`: settings that are the same except for the backend or its keyed options
+(batched transformers against batch 1) are paired (see
 orchestrator.analysis.agreement for the match; an imported file with the run it claims to
 reproduce), and for each pair the share of samples with identical programs, the share with the
 same pass/fail outcome, and the pass@1 difference are reported. Reads the store; the arithmetic
@@ -11,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.analysis.agreement import SampleKey, agreement, pair_settings
+from orchestrator.analysis.agreement import SampleKey, agreement, engine_label, pair_settings
 from storage.index import build_index
 from storage.store import Store
 
@@ -60,6 +61,9 @@ def compare_backends(store: Store) -> dict[str, Any]:
                 **setting_label(p.a),
                 "backend_a": p.a["backend"],
                 "backend_b": p.b["backend"],
+                # the backend and its keyed options: "hf" against "hf(hf_batch_size=8)"
+                "engine_a": engine_label(p.a),
+                "engine_b": engine_label(p.b),
                 # an imported file (backend replay): the backend it claims to come from
                 "claimed_backend_b": p.b.get("claimed_backend"),
                 "setting_key_a": ka,
@@ -85,8 +89,8 @@ def render_comparison(data: Mapping[str, Any]) -> str:
         return "-" if x is None else f"{100 * x:.1f}"
 
     lines = [
-        f"{data['n_pairs']} pair(s) of settings that differ only in the backend (or an "
-        "imported file and the run it claims to reproduce) "
+        f"{data['n_pairs']} pair(s) of settings that differ only in the backend or its keyed "
+        "options (or an imported file and the run it claims to reproduce) "
         f"({data['n_complete_settings']} complete settings, {data['n_unpaired']} unpaired)"
     ]
     if not data["pairs"]:
@@ -115,7 +119,8 @@ def render_comparison(data: Mapping[str, Any]) -> str:
                 str(p["template"]),
                 str(p["decoding"]),
                 str(p["max_length"]),
-                f"{p['backend_a']}/{_backend(p['backend_b'], p.get('claimed_backend_b'))}",
+                f"{p.get('engine_a', p['backend_a'])}/"
+                f"{_backend(p.get('engine_b', p['backend_b']), p.get('claimed_backend_b'))}",
                 str(p["n_samples"]),
                 pct(p["identical_programs"]),
                 pct(p["same_outcome"]),

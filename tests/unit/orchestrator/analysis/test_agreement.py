@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.analysis.agreement import (
     agreement,
+    engine_label,
     flips,
     match_key,
     pair_settings,
@@ -115,6 +116,33 @@ def test_pair_settings_pairs_across_backends_only_reference_first():
     pairs, unpaired = pair_settings(rows)
     assert [(p.a["setting_key"], p.b["setting_key"]) for p in pairs] == [("k2", "k1"), ("k3", "k1")]
     assert unpaired == 1
+
+
+def test_batched_transformers_pairs_with_batch_one_batch_one_first():
+    """The same backend with another keyed option is another engine variant: batched
+    transformers (hf_batch_size) pairs with batch 1, which is the reference."""
+    grid = cells(["backend=hf", "grid.decoding=greedy,t0.8", "seed_policy=per_sample"])
+    batched = cells(
+        ["backend=hf", "grid.decoding=greedy,t0.8", "seed_policy=per_sample"]
+        + ["generation.batch_size=8"]
+    )
+    rows = [
+        {
+            "setting_key": c.key,
+            "backend": "hf",
+            "claimed_backend": None,
+            "device": "cpu",
+            "setting_json": setting_json(c),
+        }
+        for c in batched + grid
+    ]
+    pairs, unpaired = pair_settings(rows)
+    assert unpaired == 0 and len(pairs) == 2
+    assert {p.a["setting_key"] for p in pairs} == {c.key for c in grid}
+    assert {engine_label(p.a) for p in pairs} == {"hf"}
+    assert {engine_label(p.b) for p in pairs} == {"hf(hf_batch_size=8)"}
+    # two batch-1 settings of the same variant are not a pair
+    assert pair_settings(rows[2:] + rows[2:3])[0] == []
 
 
 # -- agreement, pass@1, flips ----------------------------------------------------------------------
