@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
-from orchestrator.analysis import paired
+from orchestrator.analysis import pairedbatch
 from orchestrator.analysis.paired import (
     PairedMethod,
     PairingError,
@@ -253,11 +253,11 @@ def test_many_pairs_in_chunks_equal_each_pair_alone_held_or_projected_per_chunk(
     rows: list[np.ndarray] = [np.where(rng.random(80) < 0.2, ~base, base) for _ in range(30)]
     rows += [rows[0].copy(), rows[1].astype(float), rng.random(80)]
     pairs = [(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))]
-    assert len(pairs) > paired.PAIR_CHUNK
+    assert len(pairs) > pairedbatch.PAIR_CHUNK
     draws = draw_resamples(80, 999, seed=4)
-    held = paired.compare_pairs(rows, pairs, draws)
-    monkeypatch.setattr(paired, "HELD_PROJECTIONS", 0)
-    per_chunk = paired.compare_pairs(rows, pairs, draws)
+    held = pairedbatch.compare_pairs(rows, pairs, draws)
+    monkeypatch.setattr(pairedbatch, "HELD_PROJECTIONS", 0)
+    per_chunk = pairedbatch.compare_pairs(rows, pairs, draws)
     means = np.array([r.astype(float) for r in rows]) @ draws.counts.T / 80
     for (i, j), one, other in zip(pairs, held, per_chunk, strict=True):
         assert dataclasses.asdict(one) == pytest.approx(dataclasses.asdict(other), abs=TIGHT)
