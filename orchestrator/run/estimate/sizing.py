@@ -171,20 +171,21 @@ def _alternative(sizes: Mapping[str, UnitSizing], replicas: int, gpus: int) -> A
 
 def replica_hint(
     sizes: Mapping[str, UnitSizing],
-    target: ClusterTarget,
+    now: Schedule | None,
     gpu: DeviceSpec,
     params: CostParams,
     replicas: int,
 ) -> Alternative | None:
-    """The replicas to suggest (None: the target's size is unknown, or no more replicas
-    shorten the wall time by HINT_MIN_SHORTER); each larger count must beat the last by it.
-    Each unit runs as many of them as fit its GPU's memory (the dispatcher's rule)."""
-    if target.gpus is None:
+    """The replicas to suggest against the schedule `now` on the target (None: the target's
+    size is unknown, or no more replicas shorten the wall time by HINT_MIN_SHORTER); each
+    larger count must beat the last by it. Each unit runs as many of them as fit its GPU's
+    memory (the dispatcher's rule)."""
+    if now is None:
         return None
-    best = _alternative(sizes, replicas, target.gpus)
+    best = Alternative(replicas, now.n_gpus, now.makespan_s, now.gpu_hours)
     for count in (r for r in HINT_REPLICAS if r > replicas):
         resized = {k: with_replicas(s, gpu, params, count) for k, s in sizes.items()}
-        other = _alternative(resized, count, target.gpus)
+        other = _alternative(resized, count, now.n_gpus)
         if other.makespan_s < best.makespan_s * (1.0 - HINT_MIN_SHORTER):
             best = other
     return None if best.replicas == replicas else best
@@ -194,16 +195,17 @@ def replica_hint(
 HINT_GPU_FACTORS = (2, 4, 8)
 
 
-def gpus_hint(sizes: Mapping[str, UnitSizing], target: ClusterTarget) -> list[Alternative]:
-    """What more GPUs buy: the wall time on each multiple of the target's GPUs, as long as
-    each is HINT_MIN_SHORTER shorter than the one before."""
-    if target.gpus is None or not sizes:
+def gpus_hint(
+    sizes: Mapping[str, UnitSizing], now: Schedule | None, replicas: int
+) -> list[Alternative]:
+    """What more GPUs buy against the schedule `now` on the target: the wall time on each
+    multiple of its GPUs, as long as each is HINT_MIN_SHORTER shorter than the one before."""
+    if now is None or not sizes:
         return []
-    replicas = next(iter(sizes.values())).replicas.requested
-    last = _alternative(sizes, replicas, target.gpus)
+    last = Alternative(replicas, now.n_gpus, now.makespan_s, now.gpu_hours)
     out = []
     for factor in HINT_GPU_FACTORS:
-        more = _alternative(sizes, replicas, target.gpus * factor)
+        more = _alternative(sizes, replicas, now.n_gpus * factor)
         if more.makespan_s >= last.makespan_s * (1.0 - HINT_MIN_SHORTER):
             break
         out.append(more)
@@ -222,8 +224,8 @@ def cluster_json(
     """`plan --json`'s "cluster": the wall time on the target and the GPU-hours, and what
     more replicas or GPUs would buy."""
     work = sum(s.gpu_hours for s in sizes.values())
-    replica = replica_hint(sizes, target, gpu, params, cluster.replicas)
-    more = gpus_hint(sizes, target)
+    replica = replica_hint(sizes, schedule, gpu, params, cluster.replicas)
+    more = gpus_hint(sizes, schedule, cluster.replicas)
     return {
         "gpus": target.gpus,
         "gpus_source": target.source,
