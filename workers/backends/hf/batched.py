@@ -13,12 +13,14 @@ What stays the harness's (workers/backends/harness.py), per sequence:
   prompt + output; new_tokens: output); its output ids are cut there and decoded as hf does;
 - greedy takes the arg-max; a sampled call draws from a generator of its own seeded as batch
   1 seeds the global one for that call (`seed + call`), after HF's warpers in HF's order: the
-  draws batch 1 makes, whatever the call is batched with.
+  random stream batch 1 draws from, whatever the call is batched with.
 What batching adds: the calls' key/value caches are left-padded to one width under an
 attention mask (positions count each sequence's own tokens), and decode steps run over all of
-them. Padded shapes change what the kernels reduce over, so a greedy output can differ from
-batch 1 where rounding decides between two tokens (fp16/bf16/8-bit); in fp32 on the tiny model
-they are equal (tests/unit/workers/backends/test_hf_batched.py); `compare-backends` measures it.
+them. Padded shapes change what the kernels reduce over (logits differ from batch 1's in the
+last bits, also in fp32), so an output can differ from batch 1 where that rounding decides
+between two tokens: rarely for greedy (in fp32 on the tiny model never,
+tests/unit/workers/backends/test_hf_batched.py), more often for a sample, whose draw moves
+across a token boundary; `compare-backends` measures both.
 """
 
 from __future__ import annotations
