@@ -20,19 +20,33 @@ same text. `EeeOptions.pilots=False` leaves pilots out altogether.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import re
 import shlex
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from orchestrator.analysis.intervals import bootstrap_interval
 from orchestrator.report.choices import EvaluatorRelationship
+from orchestrator.report.exports.eeefields import (
+    epoch,
+    metric_config,
+    model_identity,
+    present,
+    record_path,
+    source_data,
+    strings,
+    subset,
+)
+from orchestrator.report.exports.eeeschema import (
+    EvaluationLog,
+    EvaluationResult,
+    GenerationConfig,
+    ModelInfo,
+    ScoreDetails,
+    Uncertainty,
+)
 from orchestrator.report.tables.data import CardLookup
 from orchestrator.report.tables.scored import Scored
 from storage.provenance import LISTED, engine_version, values_of, values_text
@@ -41,7 +55,6 @@ from workers.card import BenchmarkCard, card_from_json
 SCHEMA_VERSION = "0.3.0"  # every_eval_ever.schema.get_schema_version() of the validated release
 LIBRARY = "reprogrid"
 SCORE_METRICS = (("pass@1", "pass_at_1"), ("pass@10", "pass_at_10"), ("pass@100", "pass_at_100"))
-_HF_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 # Columns that travel as strings in the schema's `additional_details` (what makes the setting:
 # generation_config; the counts behind a score: score_details).
 SETTING_DETAILS = (
@@ -120,131 +133,12 @@ class EeeOptions:
 @dataclass(frozen=True)
 class EeeRecord:
     path: str  # data/<benchmark>/<developer>/<model>/<uuid>.json, relative to the export root
-    log: dict[str, Any]  # the EvaluationLog as JSON values
+    log: EvaluationLog
 
 
-def present(value: Any) -> bool:
-    """Not a missing value (None, NaN, NaT)."""
-    return value is not None and value == value
-
-
-def text(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def strings(values: Mapping[str, Any]) -> dict[str, str]:
-    """The schema's `additional_details`: string values only, missing values left out."""
-    return {k: text(v) for k, v in values.items() if present(v)}
-
-
-def epoch(value: Any) -> str | None:
-    """The schema's timestamps: Unix seconds as a string."""
-    return str(int(value.timestamp())) if isinstance(value, datetime) and present(value) else None
-
-
-def record_uuid(evaluation_id: str) -> str:
-    """A version-4-shaped UUID derived from the id: stable file names across exports."""
-    return str(uuid.UUID(bytes=hashlib.sha256(evaluation_id.encode()).digest()[:16], version=4))
-
-
-def safe_component(name: str) -> str:
-    """A portable datastore path component (the validator rejects these characters)."""
-    cleaned = re.sub(r'[<>:"\\|?*/\x00-\x1f]', "_", name.strip()).rstrip(". ")
-    return cleaned if cleaned and cleaned.lower() not in ("data", "unknown") else f"_{cleaned}"
-
-
-def model_identity(repo_id: Any, model_name: str, family: Any) -> tuple[str, str | None]:
-    """The schema's model id (Hugging Face `org/name`) and, for a flat id, its developer."""
-    if isinstance(repo_id, str) and _HF_ID.fullmatch(repo_id):
-        return repo_id, None
-    developer = family if isinstance(family, str) and family.strip() else "local"
-    # A flat id has no "/": the datastore reads a slash as developer/model.
-    return model_name.replace("/", "_"), developer
-
-
-def record_path(benchmark: str, model_id: str, developer: str | None, evaluation_id: str) -> str:
-    owner, _, name = model_id.partition("/") if developer is None else (developer, "", model_id)
-    parts = [safe_component(benchmark), safe_component(owner), safe_component(name)]
-    return "/".join(["data", *parts, f"{record_uuid(evaluation_id)}.json"])
-
-
-def subset(setting: Mapping[str, Any], n_problems: Any) -> str | None:
-    """ "10 of 164" when the setting scored fewer problems than its benchmark holds ("limit 10"
-    where an older store did not record the total), else None: not a pilot."""
-    total: Any = setting.get("benchmark_n_problems")
-    if present(total) and present(n_problems) and int(n_problems) < int(total):
-        return f"{int(n_problems)} of {int(total)}"
-    if not present(total) and present(setting.get("limit")):
-        return f"limit {int(setting['limit'])}"
-    return None
-
-
-def _dataset_order(task_id: str) -> tuple[str, int]:
-    """ "Python/2" before "Python/10" (the benchmark's order, by the numeric suffix)."""
-    match = re.search(r"(\d+)$", task_id)
-    return (task_id[: match.start()], int(match.group(1))) if match else (task_id, -1)
-
-
-def source_data(
-    card: BenchmarkCard,
-    n_problems: Any,
-    details: Mapping[str, Any],
-    pilot: str | None = None,
-    task_ids: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The schema's `source_data`: the card's dataset, as a Hugging Face source where it is
-    one. A pilot's (`pilot`: its subset) lists the problems it scored as `sample_ids`."""
-    benchmark = card.benchmark
-    source: dict[str, Any] = {"dataset_name": card.dataset, "source_type": "other"}
-    if card.dataset_id is not None:
-        source = {
-            "dataset_name": card.dataset,
-            "source_type": "hf_dataset",
-            "hf_repo": card.dataset_id,
-            "hf_split": card.dataset_split,
-        }
-    if present(n_problems):
-        source["samples_number"] = int(n_problems)
-    if pilot is not None and source["source_type"] == "hf_dataset" and task_ids:
-        source["sample_ids"] = sorted(task_ids, key=_dataset_order)
-    extra = strings({"benchmark": benchmark, **details, "subset": pilot})
-    return {**source, "additional_details": extra}
-
-
-def metric_config(metric: str, card: BenchmarkCard) -> dict[str, Any]:
-    """The schema's `metric_config` of one metric of a setting: its headline as the card
-    describes it, or a pass@k (of a graded benchmark: a sample passes at full score)."""
-    k = int(metric.split("@")[1])
-    graded = card.graded and metric == card.metric
-    if metric == card.metric:
-        description = card.metric_description
-    else:
-        description = f"pass@{k}: unbiased estimator over each {card.unit}'s samples, mean over "
-        description += f"{card.unit}s"
-        if card.graded:
-            description += "; a sample passes when it earns the full score"
-    identity = {
-        "metric_id": f"{card.benchmark}.best_at_k" if graded else "pass_at_k",
-        "metric_kind": "score" if graded else "pass_rate",
-        "evaluation_description": f"{description} ({card.semantics})",
-    }
-    return {
-        **identity,
-        "metric_name": metric,
-        "metric_unit": "proportion",
-        "metric_parameters": {"k": k},
-        "lower_is_better": False,
-        "score_type": "continuous",
-        "min_score": 0.0,
-        "max_score": 1.0,
-    }
-
-
-def generation_config(setting: Mapping[str, Any], run: Mapping[str, Any] | None) -> dict:
+def generation_config(
+    setting: Mapping[str, Any], run: Mapping[str, Any] | None
+) -> GenerationConfig:
     """The setting's sampling and length as the schema's arguments; everything else that makes
     the setting (its key included) in `additional_details`."""
     args: dict[str, Any] = {}
@@ -267,9 +161,9 @@ def _score_details(
     measured: Scored | None,
     options: EeeOptions,
     headline: bool,
-) -> dict[str, Any]:
+) -> ScoreDetails:
     details = strings({name: score.get(name) for name in SCORE_DETAILS})
-    uncertainty: dict[str, Any] = {}
+    uncertainty: Uncertainty = {}
     if present(score.get("n_problems")):
         uncertainty["num_samples"] = int(score["n_problems"])
     if headline and present(score.get("value_std")):
@@ -285,7 +179,7 @@ def _score_details(
             "method": "percentile bootstrap over problems",
         }
         uncertainty["num_bootstrap_samples"] = options.n_resamples
-    out: dict[str, Any] = {"score": value, "details": details}
+    out: ScoreDetails = {"score": value, "details": details}
     if uncertainty:
         out["uncertainty"] = uncertainty
     return out
@@ -298,7 +192,7 @@ def _results(
     measured: Scored | None,
     options: EeeOptions,
     card: BenchmarkCard,
-) -> list[dict[str, Any]]:
+) -> list[EvaluationResult]:
     candidates: dict[str, Any] = {str(score["metric"]): score.get("value")}
     for name, column in SCORE_METRICS:
         candidates.setdefault(name, score.get(column))
@@ -314,7 +208,7 @@ def _results(
     if pilot is not None:  # a pilot is not the benchmark's evaluation: its name says so
         name += f" (subset: {pilot} {card.unit}s)"
     generation = generation_config(setting, run)
-    results = []
+    results: list[EvaluationResult] = []
     for metric, value in metrics.items():
         headline = metric == score["metric"]
         results.append(
@@ -343,7 +237,7 @@ def _provenance(setting: Mapping[str, Any], run: Mapping[str, Any] | None) -> di
 
 def _model_info(
     setting: Mapping[str, Any], engine_names: Mapping[str, str]
-) -> tuple[dict[str, Any], str | None]:
+) -> tuple[ModelInfo, str | None]:
     name = str(setting.get("model_name"))
     model_id, developer = model_identity(
         setting.get("model_repo_id"), name, setting.get("model_family")
@@ -356,7 +250,7 @@ def _model_info(
     if present(claimed):  # an imported file: the engine it claims; its version is not known
         engine = {"name": engine_names.get(str(claimed), str(claimed))}
     details = {"deployment_type": "self_deployed", "model_availability": "open_weights"}
-    info: dict[str, Any] = {
+    info: ModelInfo = {
         "name": name,
         "id": model_id,
         "inference_platform": "local",
@@ -402,7 +296,7 @@ def score_log(
     card = setting_card(setting, options)
     model, developer = _model_info(setting, options.engine_names)
     evaluation_id = f"{score['benchmark']}/{model['id']}/{score['setting_key']}"
-    log: dict[str, Any] = {
+    log: EvaluationLog = {
         "schema_version": SCHEMA_VERSION,
         "evaluation_id": evaluation_id,
         "retrieved_timestamp": epoch(setting.get("updated_at")) or "0",

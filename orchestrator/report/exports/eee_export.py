@@ -13,14 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.report.choices import ExportFormat
-from orchestrator.report.exports.eee import (
-    EeeOptions,
-    EeeRecord,
-    model_identity,
-    score_logs,
-    subset,
-)
+from orchestrator.report.exports.eee import EeeOptions, EeeRecord, score_logs
 from orchestrator.report.exports.eee_literature import literature_logs
+from orchestrator.report.exports.eeefields import model_identity, subset
 from orchestrator.report.tables import damaged
 from orchestrator.report.tables.data import ReportOptions
 from orchestrator.report.tables.grid import read_frame

@@ -18,16 +18,21 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from decimal import Decimal
-from typing import Any
 
-from orchestrator.report.exports.eee import (
-    SCHEMA_VERSION,
-    EeeRecord,
+from orchestrator.report.exports.eee import SCHEMA_VERSION, EeeRecord
+from orchestrator.report.exports.eeefields import (
     metric_config,
     model_identity,
     record_path,
     source_data,
     strings,
+)
+from orchestrator.report.exports.eeeschema import (
+    EvaluationLog,
+    EvaluationResult,
+    ModelInfo,
+    SourceMetadata,
+    Uncertainty,
 )
 from storage.literature import LiteratureMapping, LiteratureRow
 from workers.card import BenchmarkCard
@@ -49,15 +54,17 @@ def _row_id(row: LiteratureRow) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _uncertainty(row: LiteratureRow, card: BenchmarkCard, n_problems: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"num_samples": n_problems}
+def _uncertainty(row: LiteratureRow, card: BenchmarkCard, n_problems: int) -> Uncertainty:
+    out: Uncertainty = {"num_samples": n_problems}
     groups = (row.n_samples or 0) // card.k
     if row.spread_text and groups >= 2:  # one group reports 0: no spread was measured
         out["standard_deviation"] = float(Decimal(row.spread_text) / 100)
     return out
 
 
-def _result(row: LiteratureRow, mapping: LiteratureMapping, card: BenchmarkCard) -> dict[str, Any]:
+def _result(
+    row: LiteratureRow, mapping: LiteratureMapping, card: BenchmarkCard
+) -> EvaluationResult:
     variants = ",".join(mapping.variants or card.reported_variants)
     n_problems = mapping.n_problems or card.n_problems
     return {
@@ -101,7 +108,26 @@ def literature_log(
         repo_ids.get(configured or ""), row.model, row.model_family
     )
     evaluation_id = f"{card.benchmark}/{model_id}/literature/{_row_id(row)}"
-    model: dict[str, Any] = {
+    log: EvaluationLog = {
+        "schema_version": SCHEMA_VERSION,
+        "evaluation_id": evaluation_id,
+        "retrieved_timestamp": str(retrieved_at),
+        "source_metadata": _source(row, mapping, configured),
+        "eval_library": {
+            "name": "unknown",
+            "version": "unknown",
+            "additional_details": {"recorded_by": "reprogrid literature table"},
+        },
+        "model_info": _model(row, model_id, developer, configured),
+        "evaluation_results": [_result(row, mapping, card)],
+    }
+    return EeeRecord(record_path(card.benchmark, model_id, developer, evaluation_id), log)
+
+
+def _model(
+    row: LiteratureRow, model_id: str, developer: str | None, configured: str | None
+) -> ModelInfo:
+    model: ModelInfo = {
         "name": row.model,
         "id": model_id,
         "additional_details": {"deployment_type": "unknown", "model_availability": "unknown"}
@@ -116,7 +142,13 @@ def literature_log(
     }
     if developer is not None:
         model["developer"] = developer
-    source: dict[str, Any] = {
+    return model
+
+
+def _source(
+    row: LiteratureRow, mapping: LiteratureMapping, configured: str | None
+) -> SourceMetadata:
+    source: SourceMetadata = {
         "source_name": row.source_title or row.source_id,
         "source_type": "documentation",
         "source_organization_name": row.source_id,
@@ -135,20 +167,7 @@ def literature_log(
     }
     if url := source_url(row.source_id):
         source["source_organization_url"] = url
-    log = {
-        "schema_version": SCHEMA_VERSION,
-        "evaluation_id": evaluation_id,
-        "retrieved_timestamp": str(retrieved_at),
-        "source_metadata": source,
-        "eval_library": {
-            "name": "unknown",
-            "version": "unknown",
-            "additional_details": {"recorded_by": "reprogrid literature table"},
-        },
-        "model_info": model,
-        "evaluation_results": [_result(row, mapping, card)],
-    }
-    return EeeRecord(record_path(card.benchmark, model_id, developer, evaluation_id), log)
+    return source
 
 
 def literature_logs(

@@ -14,13 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.report.exports.eee import (
-    SCHEMA_VERSION,
-    generation_config,
-    model_identity,
-    record_uuid,
-    strings,
-)
+from orchestrator.report.exports.eee import SCHEMA_VERSION, generation_config
+from orchestrator.report.exports.eeefields import model_identity, record_uuid, strings
 from storage.literature import parse_literature, read_location
 from storage.store import Store
 from tests.fixtures_store import INST, Spec, write_setting, write_synthetic_store
