@@ -21,18 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from orchestrator.report.formats.catalogue import display_of, header, shown_columns, title
 from orchestrator.report.formats.display import (
     Part,
     TableParts,
     cell_text,
     description,
-    display_of,
-    header,
     is_missing,
     notes_after,
     sentence_list,
-    shown_columns,
-    title,
 )
 from orchestrator.report.tables.damaged import LEFT_OUT_HEADING
 

@@ -21,17 +21,14 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.report.formats import plots
+from orchestrator.report.formats.catalogue import display_of, header, shown_columns, title
 from orchestrator.report.formats.display import (
     Part,
     TableParts,
     cell_text,
     description,
-    display_of,
-    header,
     notes_after,
     sentence_list,
-    shown_columns,
-    title,
 )
 from orchestrator.report.formats.html import render_html
 from orchestrator.report.formats.tex import render_tex, snippets

@@ -20,18 +20,15 @@ import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.report.formats.catalogue import display_of, header, shown_columns, title
 from orchestrator.report.formats.display import (
     INTERVAL_TABLES,
-    display_of,
     format_cell,
-    header,
     interval_note,
     is_missing,
     notes_after,
     phrases,
     sentence_list,
-    shown_columns,
-    title,
     value_and_interval,
 )
 from orchestrator.report.formats.texescape import tex_escape

@@ -59,7 +59,7 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class ReportTable:
-    name: str  # file stem (<name>.csv), JSON key; titles live in display.TABLES
+    name: str  # file stem (<name>.csv), JSON key; titles live in formats/catalogue.py (TABLES)
     frame: pd.DataFrame
     group_by: str | None = None  # md/html/tex: one sub-table per value of this column
     empty_reason: str = ""  # shown instead of an empty table: why it has no rows
