@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
-    from orchestrator.report.choices import EvaluatorRelationship, ExportFormat
+    from orchestrator.report.choices import ExportFormat
 
     p = sub.add_parser(
         "export",
@@ -60,6 +60,18 @@ def register(sub) -> None:
         metavar="NAME",
         help="mlflow: the experiment (default: 'reprogrid ' + the store's absolute path)",
     )
+    _literature_and_eee_options(p)
+    add_skip_damaged(
+        p,
+        " in printed notes and, eee, in <out>/left_out.json; mlflow, as experiment tags "
+        "reprogrid.left_out.<setting key>",
+    )
+
+
+def _literature_and_eee_options(p) -> None:
+    """The literature's options (both formats) and the EEE records' own."""
+    from orchestrator.report.choices import EvaluatorRelationship
+
     p.add_argument(
         "--literature",
         default=None,
@@ -92,11 +104,6 @@ def register(sub) -> None:
         default="third_party",
         choices=[r.value for r in EvaluatorRelationship],
         help="who ran the evaluation, against the model (default third_party)",
-    )
-    add_skip_damaged(
-        p,
-        " in printed notes and, eee, in <out>/left_out.json; mlflow, as experiment tags "
-        "reprogrid.left_out.<setting key>",
     )
 
 
