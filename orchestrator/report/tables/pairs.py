@@ -266,13 +266,7 @@ def compare_settings(
         n_resamples=n_resamples,
         seed=seed,
     )
-    floors = noise_floors(records(read_frame(store, "repeat_checks")))
-    backends = {ra["backend"], rb["backend"]}
-    noise = (
-        max((floors[x].noise_pp for x in backends), default=None)
-        if backends <= set(floors)
-        else None
-    )
+    noise = _noise_pp(store, {ra["backend"], rb["backend"]})
     return {
         "store": store_uri,
         "a": _side(ra),
@@ -284,6 +278,15 @@ def compare_settings(
         "counts": test.p_value < 0.05 and (noise is None or abs(test.delta_pp) > noise),
         "left_out": list(options.left_out()),
     }
+
+
+def _noise_pp(store: Store, backends: set[str]) -> float | None:
+    """The re-generation noise floor of the pair's backends (the larger), when the store's
+    repeat checks measured each of them; else None."""
+    floors = noise_floors(records(read_frame(store, "repeat_checks")))
+    if not backends <= set(floors):
+        return None
+    return max((floors[x].noise_pp for x in backends), default=None)
 
 
 def _vector(values: list, binary: bool) -> np.ndarray:
