@@ -100,11 +100,17 @@ test-driver:
 	cd $(DRIVER_DIR)/eee/literature && ../../venv/bin/every_eval_ever validate --format github \
 	  'data/*/*/*/*.json'
 	cd $(DRIVER_DIR) && PYTHONPATH=$(CURDIR)/tests/plugins venv/bin/python -m pytest -p gpu_free \
-	  --import-mode=append -m "not heavy and not gpu" $(PYTEST_ARGS) \
+	  --import-mode=append -m "not heavy and not gpu and not slow" $(PYTEST_RUN) $(PYTEST_ARGS) \
 	  $(addprefix $(CURDIR)/,$(DRIVER_TESTS))
 
-# What the driver tier runs (tests that need torch, transformers or the tiny model skip there).
-DRIVER_TESTS ?= tests/unit tests/integration/test_store_engines.py
+# What the driver tier runs: the tests of what a laptop or login node runs (the command line,
+# config, plan and its estimate, the store, the report and its exports, which only validate
+# against the Every Eval Ever package on 3.12), not the whole unit suite again; tests that need
+# torch, transformers or the tiny model skip there.
+DRIVER_TESTS ?= tests/unit/orchestrator/cli tests/unit/orchestrator/report tests/unit/storage \
+	tests/unit/orchestrator/run/config tests/unit/orchestrator/run/plan \
+	tests/unit/orchestrator/run/estimate tests/unit/orchestrator/test_lazy_imports.py \
+	tests/unit/test_packaging.py tests/integration/test_store_engines.py
 
 # The GPU worker lock resolves against the registry (package metadata only: no CUDA wheel is
 # downloaded or installed); `lock-gpu` / `lock-driver` rewrite the locks from pyproject.toml.
