@@ -49,11 +49,10 @@ class PackPolicy:
     max_members: int = 1000
     # Rows per row group (whole members only; at least one member). A damaged pack gives back
     # every row group whose digest still matches, so this is what a flipped bit can cost; but
-    # every reader pays per row group: pandas reads 984,000 executions of 6,000 settings in
-    # 1 s from groups of 4,096 rows and in 15 s from one group per setting (and the files are
-    # 10 times larger). Executions are computed again by executing again: big groups. A scores
-    # row is a whole setting's result (pandas reads 6,000 in 0.3 s from groups of 256, 1.2 s
-    # from groups of 64); settings rows hold provenance nothing recomputes: small groups.
+    # every reader pays per row group (a group's metadata, its pages' headers, and files many
+    # times larger with one group per setting). Executions are computed again by executing
+    # again: big groups. A scores row is a whole setting's result: middling groups. Settings
+    # rows hold provenance nothing recomputes: small groups.
     row_group_rows: int = 4096
     row_group_rows_of: Mapping[str, int] = field(
         default_factory=lambda: {"settings": 64, "scores": 256}

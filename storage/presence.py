@@ -10,7 +10,7 @@ yet, an empty one or one of unrelated files, but not a file, nor a folder that h
 (its rows would land beside them, in a store nobody meant).
 
 Local paths are checked with `os` alone: every reading command checks its store before it
-imports pyarrow (0.2-0.3 s), which a report's view workers use to start first. Object stores
+imports pyarrow, so that a path that is no store is refused before that import. Object stores
 are listed through the store's own filesystem: one listing of the prefix, and one per folder
 looked into for stores inside (at most MAX_LISTINGS).
 """

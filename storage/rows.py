@@ -83,8 +83,8 @@ def _decode_pack(
 
 def positions(indices: np.ndarray) -> pa.Array:
     """Row positions for `take`, wrapping the array's memory: pyarrow converts a NumPy array
-    (pa.array, or one passed to take) through its pandas check, which imports pandas (40 MB
-    here); a read needs none of it."""
+    (pa.array, or one passed to take) through its pandas check, which imports pandas; a read
+    needs none of it."""
     values = np.ascontiguousarray(indices, dtype=np.int64)
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
@@ -98,8 +98,7 @@ def members_only(
     A reader asking for a few members of each pack (the problems view reads a model's 60
     settings, whose keys are hashes spread over every pack of a 100-model store) decodes most
     row groups of every pack for a small share of their rows. Copied out pack by pack, only one
-    pack's row groups are held at a time: a peak of 107 MB in Arrow's pool became 29 MB for a
-    batch of 600 settings of a 6,000-setting store."""
+    pack's row groups are held at a time, not every pack's."""
     spans = sorted(where.values())
     wanted = sum(n for _, n in spans)
     if wanted == data.num_rows:
@@ -115,8 +114,7 @@ def members_only(
 
 # Slices of packs past which a read's rows are gathered by one `take` instead. Packs are cut
 # model by model and setting keys are hashes: a whole table read in key order alternates packs
-# at every member. The settings and scores of 6,000 settings took 1.3 s and 274 MB as 5,000
-# slices, 0.4 s and 177 MB taken (packs cut in key order: 6 slices, 0.4-0.6 s and 149 MB).
+# at every member, and thousands of one-row slices cost more in time and memory than one take.
 MAX_SLICES = 256
 
 Packs = Mapping[int, tuple[pa.Table, dict[str, tuple[int, int]]]]

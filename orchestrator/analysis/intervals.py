@@ -89,8 +89,8 @@ def _pass_fail_means(n: int, n_resamples: int, seed: int, passed: int) -> np.nda
     """`_drawn_means` of n sorted values, the last `passed` of them 1 and the others 0: a
     resample's mean is how many of its draws fall on the last `passed` positions, over n. The
     draws are `draw_resamples`'s (the same stream, as counts per position), so the means are
-    the same floats, without drawing them again for each of the 165 possible counts (they took
-    2.6 s of a 6,000-setting report)."""
+    the same floats, without drawing them again for each of the n + 1 possible counts (a
+    report's settings share these few counts)."""
     return _tail_counts(n, n_resamples, seed)[:, passed] / n
 
 

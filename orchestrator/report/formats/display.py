@@ -198,8 +198,8 @@ class Part:
 
 
 class TableParts:
-    """Each table's parts, split and read into records once for every format of a report (at
-    6,000 settings the split and the records took about 1 s, and md and html each did both)."""
+    """Each table's parts, split and read into records once for every format of a report (md
+    and html show the same parts: each splitting them again doubled the work)."""
 
     def __init__(self) -> None:
         self._held: dict[str, list[Part]] = {}

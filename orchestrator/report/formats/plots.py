@@ -324,7 +324,7 @@ def _draw_panel(ax, panel: Panel, palette: dict[str, str], metric: str | None) -
             xs.append(j - 0.19 + (k - (len(bar.votes) - 1) / 2) * 0.05)  # jittered
             ys.append(change)
             colours.append(palette[model])
-    if xs:  # one collection for every vote (a call per vote took 2 s at 100 models)
+    if xs:  # one collection for every vote (matplotlib's cost is per call, not per point)
         ax.scatter(xs, ys, s=VOTE_AREA, c=colours, edgecolors="black", linewidths=0.5, zorder=3)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xticks(

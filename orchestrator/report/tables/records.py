@@ -1,8 +1,8 @@
 """A DataFrame's rows as dicts, as `DataFrame.to_dict("records")` gives them, column by column.
 
 `to_dict("records")` boxes each value on its own, and iterates an Arrow-backed column one
-element at a time: the report's frames at 6,000 settings (the settings table alone holds ~60
-columns) spent 1.7 s of 15 s there. A column's `tolist()` converts it in one call; the values
+element at a time, which the report's wide frames (the settings table alone holds ~60 columns)
+pay for every cell. A column's `tolist()` converts it in one call; the values
 are the same, but an extension column's (nullable integers, Arrow strings) missing values come
 back as pd.NA where `to_dict` gives None, so those are mapped to None.
 """
