@@ -2,13 +2,16 @@
 item 1): a store of --settings settings (models x the paper's 60), then, each command in a fresh
 process and each code with its own PYTHONPATH, alternating codes in every round:
 
+    report md,csv,json (no view)            what the report costs without its view
+    report md,csv,json,html, the first      `report` into a folder without a view
     report md,csv,json,html, views cached   `report` again over its own earlier output
     first full view                         `view` into a folder that does not exist
     second view, nothing changed            `view` again into the same folder
     bad option refused                      `report --baseline template=instrct` (exit 2)
 
-each with its wall time (the process: interpreter start, imports, the work) and its peak
-memory: the process's own peak (VmHWM) plus the peak of every process it started (the older
+each with its wall time (the process: interpreter start, imports, the work), its CPU time (user
+and system, its processes included: less moved by the machine's load than the wall time) and its
+peak memory: the process's own peak (VmHWM) plus the peak of every process it started (the older
 code's view workers), read from /proc while they run. Then, on a store of --equal-at settings,
 whether both codes write the same report files (md, csv, json, tex), timestamps aside.
 
@@ -29,6 +32,7 @@ import contextlib
 import io
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -57,13 +61,11 @@ def _hwm_mb(pid: int | str) -> float:
 
 
 def _children(parent: int) -> list[int]:
+    """The processes `parent` started (what its threads list in /proc/<pid>/task/*/children)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                # /proc/<pid>/stat: "pid (command) state ppid ...", the command may hold spaces
-                if int((entry / "stat").read_text().rpartition(")")[2].split()[1]) == parent:
-                    found.append(int(entry.name))
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(pid) for pid in (task / "children").read_text().split()]
     return found
 
 
@@ -74,7 +76,7 @@ def child(args: list[str]) -> None:
     stop = threading.Event()
 
     def watch() -> None:
-        while not stop.wait(0.05):
+        while not stop.wait(0.1):
             for pid in _children(os.getpid()):
                 peaks[pid] = max(peaks.get(pid, 0.0), _hwm_mb(pid))
 
@@ -136,6 +138,7 @@ def build_store(code: Path, root: Path, n_settings: int) -> None:
 
 def measured(code: Path, args: list[str]) -> dict[str, float]:
     """`reprogrid ARGS` with `code` in a fresh process: wall s, exit, peak MB (own + children)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", "--", *args],
@@ -145,6 +148,8 @@ def measured(code: Path, args: list[str]) -> dict[str, float]:
         text=True,
     )
     wall = time.perf_counter() - started
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)  # its processes', once each is reaped
+    cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
     values = {
         line.split()[1]: float(line.split()[2])
         for line in done.stdout.splitlines()
@@ -152,7 +157,12 @@ def measured(code: Path, args: list[str]) -> dict[str, float]:
     }
     if done.returncode != 0 or "own_mb" not in values:
         raise RuntimeError(f"{args[:4]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return {"wall_s": wall, **values, "peak_mb": values["own_mb"] + values["children_mb"]}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        **values,
+        "peak_mb": values["own_mb"] + values["children_mb"],
+    }
 
 
 def round_of(code: Path, store: Path, work: Path) -> dict[str, dict[str, float]]:
@@ -161,8 +171,9 @@ def round_of(code: Path, store: Path, work: Path) -> dict[str, dict[str, float]]
     report = ["report", "--store", str(store), "--out", str(work / "report")]
     html = [*report, "--format", "md,csv,json,html"]
     view = ["view", "--store", str(store), "--out", str(work / "view")]
-    measured(code, html)  # the report's first run writes its view
-    out = {"report": measured(code, html), "first_view": measured(code, view)}
+    out = {"files": measured(code, [*report, "--format", "md,csv,json"])}
+    out["first_report"] = measured(code, html)  # the report's first run writes its view
+    out |= {"report": measured(code, html), "first_view": measured(code, view)}
     out["second_view"] = measured(code, view)
     out["bad_option"] = measured(code, [*html, *BAD])
     if out["bad_option"]["exit"] != 2:
@@ -171,6 +182,8 @@ def round_of(code: Path, store: Path, work: Path) -> dict[str, dict[str, float]]
 
 
 ROWS = (
+    ("files", "report md,csv,json (no view)"),
+    ("first_report", "report md,csv,json,html, the first"),
     ("report", "report md,csv,json,html, views cached"),
     ("first_view", "first full view"),
     ("second_view", "second view, nothing changed"),
@@ -179,16 +192,17 @@ ROWS = (
 
 
 def table(labels: list[str], rounds: list[dict[str, dict[str, dict[str, float]]]]) -> str:
-    head = f"{'':44}" + "".join(f"{label:>26}" for label in labels)
-    lines = [head, f"{'':44}" + "".join(f"{'s (peak MB)':>26}" for _ in labels)]
+    head = f"{'':40}" + "".join(f"{label:>32}" for label in labels)
+    lines = [head, f"{'':40}" + "".join(f"{'wall s, CPU s (peak MB)':>32}" for _ in labels)]
     for key, name in ROWS:
         cells = []
         for label in labels:
             seen = [r[label][key] for r in rounds]
             walls = "/".join(f"{m['wall_s']:.1f}" for m in seen)
+            cpus = "/".join(f"{m['cpu_s']:.1f}" for m in seen)
             peaks = "/".join(f"{m['peak_mb']:.0f}" for m in seen)
-            cells.append(f"{walls} ({peaks})")
-        lines.append(f"{name:44}" + "".join(f"{c:>26}" for c in cells))
+            cells.append(f"{walls}, {cpus} ({peaks})")
+        lines.append(f"{name:40}" + "".join(f"{c:>32}" for c in cells))
     return "\n".join(lines)
 
 

@@ -17,6 +17,8 @@ from orchestrator.cli.common import out as _out
 from workers.card import BenchmarkCard
 
 if TYPE_CHECKING:
+    from threadpoolctl import threadpool_limits
+
     from orchestrator.report.tables.data import ReportOptions
     from storage.damage import StoreDamage
 
@@ -179,7 +181,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.formats.render import write_report
     from orchestrator.report.tables.build import check_report, finish_report
 
-    data = finish_report(check_report(args.store, options))  # the options checked whole first
+    with one_blas_thread():
+        data = finish_report(check_report(args.store, options))  # the options checked first
     link = None
     if plan is not None:  # the report's setting keys link to their column in the view
         shown = plan.keys
@@ -192,6 +195,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         view = write_view(store, view_options, plan)
     _print_report(data, paths, view)
     return 0
+
+
+def one_blas_thread() -> threadpool_limits:
+    """numpy's BLAS in one thread until the end of the returned object's `with` block. OpenBLAS
+    starts a thread per core, and after each matrix product (the report's paired tests project
+    its settings onto 10,000 draws) those threads spin waiting for more work: CPU taken from
+    whatever else runs on the machine, this process's own next step included. Called while no
+    other thread of this process may import an extension module: threadpoolctl walks the loaded
+    libraries under the dynamic loader's lock."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _print_report(data, paths, view) -> None:

@@ -58,12 +58,11 @@ ANALYSIS_ALLOWED = frozenset(
 ANALYSIS_FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "__import__"})
 # The report wing reads stores and renders; it never reads config, talks to Ray or loads a
 # model. An allowlist: the standard library, the table and plotting libraries, MLflow (the
-# tracker export, imported inside its function), threadpoolctl (the problems view's one BLAS
-# thread), the store, the analysis wing and the contract types.
+# tracker export, imported inside its function), the store, the analysis wing and the contract
+# types.
 REPORT_ALLOWED = frozenset(
     {
         "numpy",
-        "threadpoolctl",
         "pandas",
         "pyarrow",
         "matplotlib",

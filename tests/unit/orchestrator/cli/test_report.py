@@ -120,3 +120,30 @@ def test_a_bad_baseline_is_refused_before_pandas_is_imported(env, store, tmp_pat
         env={**os.environ, "PYTHONPATH": str(repo)},
     )
     assert done.stdout.split("\n")[-2] == "2 []", done.stderr[-2000:]
+
+
+def blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_a_report_computes_with_one_blas_thread_and_restores_it(
+    env, store, tmp_path, capsys, monkeypatch
+):
+    """The report's paired tests are matrix products: numpy's BLAS runs them in one thread, so
+    that its idle threads do not spin on cores other work needs; the process's setting comes
+    back after."""
+    seen: list[list[int]] = []
+    real = build.finish_report
+
+    def recording(*args, **kwargs):
+        seen.append(blas_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build, "finish_report", recording)
+    before = blas_threads()
+    out = tmp_path / "report"
+    assert main(["report", "--store", store, "--out", str(out), "--format", "md"]) == 0
+    assert seen == [[1] * len(before)] and before
+    assert blas_threads() == before
