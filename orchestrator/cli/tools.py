@@ -15,6 +15,12 @@ from orchestrator.cli.common import out as _out
 
 def register(sub) -> None:
     """Add the tool commands to the subparsers."""
+    _register_prompts(sub)
+    _register_machine(sub)
+
+
+def _register_prompts(sub) -> None:
+    """`prompts`, `check-references`, `tiny-model`: the benchmark's text and the test model."""
     p = sub.add_parser(
         "prompts",
         help="render the exact prompts a setting sends",
@@ -52,6 +58,9 @@ def register(sub) -> None:
     p.add_argument("dir", help="output folder")
     p.add_argument("--seed", type=int, default=0)
 
+
+def _register_machine(sub) -> None:
+    """`doctor` and `stage`: what this machine can run, and the weights it needs."""
     p = sub.add_parser(
         "doctor",
         help="what this machine can run: backends, GPUs, sandbox, toolchains; with a grid "
