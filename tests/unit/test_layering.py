@@ -472,10 +472,30 @@ def size_breaks(
     return out
 
 
-@pytest.mark.parametrize("wing", ["run", "tools"])
-def test_run_and_tools_keep_the_size_budget(wing):
-    """STYLE rule 3: modules under 400 lines, functions under 60."""
-    assert size_breaks(ROOT / "orchestrator" / wing) == []
+# What exceeds the size budget today, by place (a module, or module:function): each entry is a
+# debt, and the test below fails as soon as one is paid, so that the list only shrinks.
+SIZE_ALLOWLIST: frozenset[str] = frozenset(
+    {
+        "workers/spec.py",
+        "orchestrator/report/view/sampletable.py:sample_table",
+    }
+)
+
+
+def size_places(breaks: list[str]) -> set[str]:
+    return {b.rsplit(": ", 1)[0] for b in breaks}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_package_keeps_the_size_budget(package):
+    """STYLE rule 3: modules under 400 lines, functions under 60, everywhere but the allowlist."""
+    breaks = size_breaks(ROOT / package)
+    assert [b for b in breaks if b.rsplit(": ", 1)[0] not in SIZE_ALLOWLIST] == []
+
+
+def test_the_size_allowlist_holds_only_what_still_exceeds():
+    found = size_places([b for package in PACKAGES for b in size_breaks(ROOT / package)])
+    assert SIZE_ALLOWLIST - found == set(), "paid debts: take them off SIZE_ALLOWLIST"
 
 
 def test_the_size_budget_catches_a_long_function(tmp_path):
