@@ -1,13 +1,12 @@
 """One model's samples for the problems view, as columns: its generations joined with their
 executions, in problem (dataset order), setting (grid order) and sample order, and each
-problem's file of texts (orchestrator/report/view/folder.py writes them).
+problem's file of texts (orchestrator/report/view/modelfiles.py writes them).
 
-A 100-model store holds a million samples. Built row by row (a named tuple and a dict per
-sample, each text looked up in a dict per problem), the problem files of 600 settings took
-1 s of the view's 4 s a batch; here the join and the order are NumPy sorts over integer codes,
-texts are told apart once per model by Arrow's dictionary encoding, and a problem's rows are
-zipped from column slices. No Arrow array is read through `to_numpy`: pyarrow imports pandas
-for it (0.27 s and 40 MB in each view worker, which imports it nowhere else).
+A 100-model store holds a million samples, so they are never built row by row (a named tuple
+and a dict per sample): the join and the order are NumPy sorts over integer codes, texts are
+told apart once per model by Arrow's dictionary encoding, and a problem's rows are zipped from
+column slices. No Arrow array is read through `to_numpy`: pyarrow imports pandas for it, which
+`view` imports nowhere else.
 """
 
 from __future__ import annotations
