@@ -289,11 +289,15 @@ def _settle(live: Sequence[_Live], now: float) -> int:
     return freed
 
 
-def _start(live: Sequence[_Live], free: int, now: float) -> int:
-    """Start what the rule says on `free` GPUs: the GPUs the new instances hold."""
+def _start(live: Sequence[_Live], free: int, now: float) -> int | None:
+    """Start what the rule says on `free` GPUs: the GPUs the new instances hold, None when it
+    starts nothing (an instance of a unit that holds no GPU starts and takes 0)."""
     active = {u.plan.key: u for u in live if not u.finished}
+    keys = choose_starts([u.state() for u in active.values()], free)
+    if not keys:
+        return None
     taken = 0
-    for key in choose_starts([u.state() for u in active.values()], free):
+    for key in keys:
         unit = active[key]
         unit.opened.append(now)
         unit.started += 1
@@ -316,8 +320,8 @@ def replay(units: Sequence[UnitPlan], n_gpus: int, *, grow: bool = True) -> Sche
     free, now = n_gpus, 0.0
     while True:
         free += _settle(live, now)
-        while started := _start(live, free, now):
-            free -= started
+        while (taken := _start(live, free, now)) is not None:
+            free -= taken
             free += _settle(live, now)  # an instance of no load and no work ends at once
         active = [u for u in live if not u.finished]
         if not active:

@@ -83,6 +83,16 @@ def test_units_without_gpus_start_at_once_and_too_wide_ones_are_named():
         replay(shared((1, 1)), 0)
 
 
+def test_a_unit_without_gpus_or_work_starts_and_ends_at_once():
+    # a model-free engine (replay, a toy backend): no GPU, no load, no work to time
+    for grow in (True, False):
+        s = replay([UnitPlan("free", 0, 1, math.inf, 0.0)], 1, grow=grow)
+        assert placed(s) == {"free": (0.0, 0.0, 1)}
+        assert s.makespan_s == 0.0 and s.gpu_seconds == 0.0
+    s = replay([UnitPlan("free", 0, 1, math.inf, 0.0), *shared((1, 4))], 1)
+    assert placed(s) == {"free": (0.0, 0.0, 1), "u0": (0.0, 4.0, 1)}
+
+
 def test_one_instance_each_without_growing():
     s = replay(shared((1, 10), (1, 20), (1, 30)), 2, grow=False)
     assert placed(s)["u2"] == (10, 40, 1)
