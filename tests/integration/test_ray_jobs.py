@@ -81,8 +81,8 @@ COLUMNS = ["setting_key", "task_id", "sample_index", "continuation", "program"]
 RAY_EXIT_S = 60
 
 # The job's entrypoint: `reprogrid` with the test's hooks. argv: the lock's host name, where to
-# pause (`-`, `ray.init`, or `commit:N`, the Nth commit of a generations chunk), the file that
-# says the driver has paused there, then the command.
+# pause (`-`, `ray.init`, `commit:N`: in the Nth commit of a generations chunk, or `after:N`:
+# once it is committed), the file that says the driver has paused there, then the command.
 ENTRY = '''
 import signal, sys, time, types
 from pathlib import Path
@@ -116,16 +116,21 @@ if pause == "ray.init":
         return real_init(*args, **kwargs)
 
     ray.init = init
-elif pause.startswith("commit:"):
-    nth, seen = int(pause.partition(":")[2]), []
+elif pause.startswith(("commit:", "after:")):
+    where, _, nth = pause.partition(":")
+    seen = []
     real_commit = Store._commit  # a written temporary object -> its final name
 
     def commit(self, temp, path):
-        if "/generations/" in path:
-            seen.append(path)
-            if len(seen) == nth:
-                wait_for_the_stop()
-        return real_commit(self, temp, path)
+        if "/generations/" not in path:
+            return real_commit(self, temp, path)
+        seen.append(path)
+        if where == "commit" and len(seen) == int(nth):
+            wait_for_the_stop()
+        done = real_commit(self, temp, path)
+        if where == "after" and len(seen) == int(nth):
+            wait_for_the_stop()  # the engines go on generating meanwhile
+        return done
 
     Store._commit = commit
 
@@ -461,12 +466,11 @@ def test_a_stopped_ray_job_is_resumed_by_the_next_submission(
     then the same job again: it resumes and finishes exactly once."""
     prefix = f"{moment.replace('.', '-')}-{stop_wait_s}s-{uuid.uuid4().hex[:6]}"
     store = store_at(s3, prefix)
-    pause = {"ray.init": "ray.init", "mid-commit": "commit:3"}.get(moment, "-")
+    # mid-generation: the driver holds after its third commit while the engine generates on, so
+    # the stop cannot come after the last chunk however long `ray job stop` takes to arrive
+    pause = {"ray.init": "ray.init", "mid-commit": "commit:3", "mid-generation": "after:3"}[moment]
     job = submit(head, job_env, entry, prefix, host="pod-1", pause=pause, stop_wait_s=stop_wait_s)
-    if moment == "mid-generation":
-        job.wait_for(lambda: len(chunks(store)) >= 3, "three committed chunks")
-    else:
-        job.wait_for(job.flag.exists, f"the driver paused at {pause}")
+    job.wait_for(job.flag.exists, f"the driver paused at {pause}")
     if moment == "mid-commit":
         assert len(chunks(store)) == 2 and len(temporaries(store)) == 1  # written, not moved
     driver = job.driver_pid()
@@ -485,6 +489,8 @@ def test_a_stopped_ray_job_is_resumed_by_the_next_submission(
         assert run_statuses(store) == ["running"]
         if moment == "mid-commit":
             assert len(kept) == 2 and len(temporaries(store)) == 1
+        if moment == "mid-generation":  # killed where it held: the three chunks before
+            assert len(kept) == 3
     else:  # a clean stop: the chunk being committed is stored, the lock released
         assert "interrupted by SIGTERM" in logs and "Traceback" not in logs, logs
         assert lock is None, logs
