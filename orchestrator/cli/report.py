@@ -179,10 +179,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     options = _report_options(args, baseline, plan.damage if plan is not None else found)
 
     from orchestrator.report.formats.render import write_report
-    from orchestrator.report.tables.build import check_report, finish_report
+    from orchestrator.report.tables.build import build_report
 
     with one_blas_thread():
-        data = finish_report(check_report(args.store, options))  # the options checked first
+        data = build_report(args.store, options)  # the options checked before any table
     link = None
     if plan is not None:  # the report's setting keys link to their column in the view
         shown = plan.keys
