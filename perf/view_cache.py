@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -235,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", type=int, default=6000, help="settings (models of 60)")
     parser.add_argument("--equal-at", type=int, default=660, help="settings of the files' check")
     parser.add_argument("--rounds", type=int, default=1, help="rounds, codes alternating")
-    parser.add_argument("--root", default="/tmp/view-cache-bench", help="stores, codes, output")
+    parser.add_argument(
+        "--root",
+        default=os.path.join(tempfile.gettempdir(), "view-cache-bench"),
+        help="stores, codes, output (default: view-cache-bench in the temporary folder)",
+    )
     parser.add_argument("--reuse", action="store_true", help="keep the stores under --root")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
