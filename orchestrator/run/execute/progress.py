@@ -7,9 +7,10 @@ samples at the measured tokens per sample, at the measured tokens/s. While sampl
 flight (a backend call a replica reports), the ETA adds an upper bound, "45s (up to 4m30s)":
 each call's samples at their whole token budget, at the replica's share of the measured
 tokens/s, less the time the call has run, plus the samples not started at the measured tokens
-per sample; a sample that runs to the length limit takes far longer than the mean (one did at
-37/40: the ETA said 45 s, it took 4.5 minutes). Only `orchestrator/run/execute/dispatch.py`
-reports progress (STYLE rule 16); this module only formats.
+per sample; a sample that runs to the length limit takes far longer than the mean, so the
+mean alone can promise the last samples several times too soon. Only
+`orchestrator/run/execute/dispatch.py` reports progress (STYLE rule 16); this module only
+formats.
 """
 
 from __future__ import annotations
