@@ -39,9 +39,10 @@ import numpy  # noqa: F401  (imported before forking, as the harness parent has 
 
 from workers.benchmarks.humanevalfix.data import load_jsonl
 from workers.benchmarks.humanevalfix.postprocess import program_for, reference_candidate
+from workers.execspec import ExecJob, Outcome, SandboxLimits
 from workers.execution import execute_jobs
 from workers.sandbox import sandbox_isolation
-from workers.spec import ExecJob, Outcome, SandboxLimits, Variant
+from workers.spec import Variant
 
 DATA_FILE = "humanevalpack-python.jsonl"
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 
+from workers.execspec import ExecJob, ExecResult, Outcome, SandboxLimits
 from workers.sandbox import check_isolation, run_python_program
-from workers.spec import ExecJob, ExecResult, Outcome, SandboxLimits
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from workers.backends.registry import get_backend
-from workers.spec import EngineSpec, Quant, SandboxLimits, SeedPolicy, SettingSpec
+from workers.execspec import SandboxLimits
+from workers.spec import EngineSpec, Quant, SeedPolicy, SettingSpec
 
 # Bump when the derivation changes for every setting (tests/unit/workers/test_keys.py pins keys
 # of fixed settings to literal hashes, so a change here cannot pass unnoticed). A change that

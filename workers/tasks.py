@@ -15,16 +15,9 @@ import ray
 
 from workers.backends.base import backend_at
 from workers.benchmarks.base import Benchmark
+from workers.execspec import ExecutionBatch, SandboxLimits
 from workers.session import EngineSession, SessionProgress
-from workers.spec import (
-    ChunkRequest,
-    EngineSpec,
-    ExecutionBatch,
-    SampleRecord,
-    SandboxLimits,
-    SettingFailure,
-    SettingGenerations,
-)
+from workers.spec import ChunkRequest, EngineSpec, SampleRecord, SettingFailure, SettingGenerations
 
 
 # Ray's typed overload for `ray.remote(**options)` (ray 2.60) leaves out some options Ray

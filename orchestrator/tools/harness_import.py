@@ -38,7 +38,7 @@ from orchestrator.tools.harness_io import at_limit_entries, read_generations_jso
 from storage.presence import require_creatable
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
-from workers.spec import ExecutionBatch
+from workers.execspec import ExecutionBatch
 
 logger = logging.getLogger(__name__)
 

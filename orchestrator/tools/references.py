@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from orchestrator.run.api import load_benchmark, load_run_config
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix, reference_samples
-from workers.spec import Outcome, Variant
+from workers.execspec import Outcome
+from workers.spec import Variant
 
 
 def check_references(

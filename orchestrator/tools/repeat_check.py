@@ -20,7 +20,7 @@ from orchestrator.analysis.noise import noise_floors, outcome_changes
 from orchestrator.report.screens.compare import complete_rows, sample_rows, setting_label
 from orchestrator.run.api import RunFacts, RunRecord, load_run_config, prepare, unit_engine
 from storage.store import Store
-from workers.spec import Outcome
+from workers.execspec import Outcome
 
 logger = logging.getLogger(__name__)
 

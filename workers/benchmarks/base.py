@@ -20,15 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from workers.card import BenchmarkCard
-from workers.spec import (
-    ExecutionRecord,
-    Generation,
-    GenRequest,
-    ModelSpec,
-    SampleRecord,
-    SandboxLimits,
-    SettingSpec,
-)
+from workers.execspec import ExecutionRecord, SandboxLimits
+from workers.spec import Generation, GenRequest, ModelSpec, SampleRecord, SettingSpec
 
 # The tokenizer's chat template applied to messages (None where the engine cannot render one).
 ChatRenderer = Callable[[Sequence[dict[str, str]]], str]

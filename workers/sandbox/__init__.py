@@ -54,6 +54,7 @@ server (the loop), child (one run's processes), view (the filesystem), runner (t
 exec), syscalls, protocol (messages), probe, workdir (process-mode folders).
 """
 
+from workers.execspec import IsolationLevel
 from workers.sandbox.api import run_command, run_python_program
 from workers.sandbox.capabilities import (
     IsolationReport,
@@ -71,7 +72,6 @@ from workers.sandbox.results import (
 from workers.sandbox.runner import HARNESS_METRIC_MODULES, HARNESS_PRELOADED_MODULES
 from workers.sandbox.slots import SANDBOX_SLOTS, SANDBOX_UID_BASE
 from workers.sandbox.supervisor import DRAIN_GRACE_S, STARTUP_ALLOWANCE_S
-from workers.spec import IsolationLevel
 
 __all__ = [
     "DRAIN_GRACE_S",

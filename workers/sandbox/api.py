@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from workers.execspec import ExecJob, ExecResult, SandboxLimits
 from workers.sandbox.capabilities import IsolationReport, check_isolation
 from workers.sandbox.pool import ServerKey, lease
 from workers.sandbox.results import CommandResult, score_program
@@ -23,7 +24,6 @@ from workers.sandbox.slots import procs_of_uid
 from workers.sandbox.streams import Marker
 from workers.sandbox.supervisor import run_on_server, sandbox_env
 from workers.sandbox.view import WORKDIR, view_paths
-from workers.spec import ExecJob, ExecResult, SandboxLimits
 
 _MB = 1024 * 1024
 _BIN_FOLDERS = ("bin", "sbin", "shims")

@@ -12,11 +12,11 @@ import sys
 import threading
 from typing import NamedTuple
 
+from workers.execspec import IsolationLevel, SandboxLimits
 from workers.sandbox import probe, protocol
 from workers.sandbox.cgroups import cgroup_host
 from workers.sandbox.results import IsolationBelowRequired, SandboxUnavailable
 from workers.sandbox.slots import SANDBOX_SLOTS, SANDBOX_UID_BASE
-from workers.spec import IsolationLevel, SandboxLimits
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from workers.spec import Outcome
+from workers.execspec import Outcome
 
 
 class SandboxUnavailable(RuntimeError):

@@ -9,12 +9,12 @@ import signal
 import time
 from collections.abc import Mapping
 
+from workers.execspec import SandboxLimits
 from workers.sandbox.child import SETUP_FAILED
 from workers.sandbox.pool import ForkServer
 from workers.sandbox.results import CommandResult, SandboxUnavailable
 from workers.sandbox.slots import kill_uid
 from workers.sandbox.streams import Marker, Streams
-from workers.spec import SandboxLimits
 
 # Setup of the run plus, for run_command, the command's own start; the program's timeout
 # starts when the runner says "ready", as in the harness, whose parent has imported NumPy

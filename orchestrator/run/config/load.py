@@ -44,7 +44,8 @@ from orchestrator.run.config.specs import (
 from orchestrator.run.config.values import CellValues, read_cells
 from workers.backends.base import BackendOptionError
 from workers.backends.registry import backend_definitions
-from workers.spec import BackendOptions, IsolationLevel, ModelSpec, SandboxLimits, Tuning
+from workers.execspec import IsolationLevel, SandboxLimits
+from workers.spec import BackendOptions, ModelSpec, Tuning
 
 
 def load_run_config(overrides: Sequence[str]) -> RunConfig:

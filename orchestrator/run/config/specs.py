@@ -12,13 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers.benchmarks.base import BenchmarkSource
-from workers.spec import (
-    BackendOptions,
-    DecodingSpec,
-    ModelSpec,
-    SandboxLimits,
-    select_problems,
-)
+from workers.execspec import SandboxLimits
+from workers.spec import BackendOptions, DecodingSpec, ModelSpec, select_problems
 
 
 @dataclass(frozen=True)

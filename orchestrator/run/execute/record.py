@@ -24,7 +24,7 @@ from orchestrator.run.prepare.provenance import git_revision, hostname, library_
 from storage.schema import RunStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
-from workers.spec import SandboxLimits
+from workers.execspec import SandboxLimits
 
 logger = logging.getLogger(__name__)
 

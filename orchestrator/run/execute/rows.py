@@ -23,16 +23,10 @@ from storage.provenance import (
 )
 from storage.schema import SettingStatus
 from workers.benchmarks.base import ScoreSummary
+from workers.execspec import ExecutionRecord, Outcome
 from workers.keys import canonical_json, engine_key, setting_fields
 from workers.scoring import setting_counts
-from workers.spec import (
-    ExecutionRecord,
-    Outcome,
-    SampleRecord,
-    SettingGenerations,
-    SettingSpec,
-    precision_label,
-)
+from workers.spec import SampleRecord, SettingGenerations, SettingSpec, precision_label
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from orchestrator.run.execute.chunks import UnitQueue, resume
 from orchestrator.run.execute.writer import StoreWriter
 from orchestrator.run.plan.planner import EngineUnit, PlannedSetting
 from workers.backends.registry import get_backend
-from workers.spec import ChunkRequest, SandboxLimits
+from workers.execspec import SandboxLimits
+from workers.spec import ChunkRequest
 
 logger = logging.getLogger(__name__)
 ACCELERATOR_PREFIX = "accelerator_type:"  # Ray's resource naming a node's GPU type

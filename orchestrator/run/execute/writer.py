@@ -30,14 +30,9 @@ from storage.schema import SettingStatus
 from storage.store import Store
 from workers.benchmarks.base import Benchmark
 from workers.benchmarks.registry import get_benchmark
+from workers.execspec import ExecutionBatch, SandboxLimits
 from workers.keys import canonical_json, execution_fields, execution_key
-from workers.spec import (
-    ExecutionBatch,
-    SampleRecord,
-    SandboxLimits,
-    SettingGenerations,
-    SettingSpec,
-)
+from workers.spec import SampleRecord, SettingGenerations, SettingSpec
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
 # as: storage.leaky  breaks: storage_imports_nothing_of_the_project
-from workers.spec import Outcome
+from workers.execspec import Outcome
 
 __all__ = ["Outcome"]

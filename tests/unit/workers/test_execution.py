@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from workers import execution
+from workers.execspec import ExecJob, ExecResult, Outcome, SandboxLimits
 from workers.execution import SANDBOX_ERROR, dedup_key, execute_jobs
-from workers.spec import ExecJob, ExecResult, Outcome, SandboxLimits
 
 LIMITS = SandboxLimits(timeout_s=5.0)
 

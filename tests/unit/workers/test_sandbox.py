@@ -26,6 +26,7 @@ from workers.benchmarks.humanevalfix.postprocess import (
     program_for,
     reference_candidate,
 )
+from workers.execspec import ExecJob, Outcome, SandboxLimits
 from workers.sandbox import (
     HARNESS_PRELOADED_MODULES,
     CommandResult,
@@ -34,7 +35,7 @@ from workers.sandbox import (
     sandbox_capabilities,
     score_program,
 )
-from workers.spec import ExecJob, Outcome, SandboxLimits, Variant
+from workers.spec import Variant
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root: privilege drop and uid slots")

@@ -10,8 +10,9 @@ from workers.benchmarks.humanevalfix.postprocess import (
     program_for,
     reference_candidate,
 )
+from workers.execspec import ExecJob, Outcome, SandboxLimits
 from workers.sandbox import HARNESS_METRIC_MODULES, run_python_program
-from workers.spec import ExecJob, Outcome, SandboxLimits, Variant
+from workers.spec import Variant
 
 LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=1024)
 NOT_CALLABLE = "'NoneType' object is not callable"  # the harness's "failed: <this>"

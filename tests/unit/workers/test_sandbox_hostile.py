@@ -31,12 +31,13 @@ from pathlib import Path
 import pytest
 
 from workers.benchmarks.humanevalfix.postprocess import program_for, reference_candidate
+from workers.execspec import ExecJob, IsolationLevel, Outcome, SandboxLimits
 from workers.execution import execute_jobs
 from workers.sandbox import run_command, sandbox_isolation
 from workers.sandbox.cgroups import cgroup_host
 from workers.sandbox.pool import sweep_stale_state
 from workers.sandbox.slots import release_slot, try_slot
-from workers.spec import ExecJob, IsolationLevel, Outcome, SandboxLimits, Variant
+from workers.spec import Variant
 
 LIMITS = SandboxLimits(timeout_s=10.0, memory_mb=512, disk_mb=32)
 REPORT = sandbox_isolation(LIMITS)
@@ -245,7 +246,7 @@ def _wait_for(condition, timeout_s: float = 30.0) -> bool:
 DRIVER = """
 import sys
 from workers.sandbox import run_python_program
-from workers.spec import ExecJob, SandboxLimits
+from workers.execspec import ExecJob, SandboxLimits
 program = '''
 import posix
 open("workdir-" + {token!r}, "w").write("written by the program")

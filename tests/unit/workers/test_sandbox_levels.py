@@ -9,9 +9,9 @@ import os
 import pytest
 
 from workers import execution
+from workers.execspec import ExecJob, IsolationLevel, SandboxLimits
 from workers.sandbox import IsolationBelowRequired, capabilities, protocol
 from workers.sandbox.view import covered_binds, plan_view
-from workers.spec import ExecJob, IsolationLevel, SandboxLimits
 
 FULL_FACTS = {
     **dict.fromkeys(

@@ -24,18 +24,8 @@ from workers.benchmarks.humanevalfix.prompts import (
     check_template,
 )
 from workers.benchmarks.sampling import problem_requests, sample_records
-from workers.spec import (
-    BenchmarkSpec,
-    ExecJob,
-    ExecutionRecord,
-    Generation,
-    GenRequest,
-    Outcome,
-    SampleRecord,
-    SandboxLimits,
-    SettingSpec,
-    Variant,
-)
+from workers.execspec import ExecJob, ExecutionRecord, Outcome, SandboxLimits
+from workers.spec import BenchmarkSpec, Generation, GenRequest, SampleRecord, SettingSpec, Variant
 
 
 @dataclass(frozen=True)

@@ -28,17 +28,8 @@ from workers.benchmarks.infibench.prompts import (
 from workers.benchmarks.infibench.scores import MetricScore, ResponseScore, ResponseStatus
 from workers.benchmarks.infibench.suite import Case, Suite
 from workers.benchmarks.sampling import problem_requests, sample_records
-from workers.spec import (
-    BenchmarkSpec,
-    ExecutionRecord,
-    Generation,
-    GenRequest,
-    Outcome,
-    SampleRecord,
-    SandboxLimits,
-    SettingSpec,
-    StopRule,
-)
+from workers.execspec import ExecutionRecord, Outcome, SandboxLimits
+from workers.spec import BenchmarkSpec, Generation, GenRequest, SampleRecord, SettingSpec, StopRule
 
 TEMPLATES = ("chat", "default")
 METRIC = f"best@{GROUP_SIZE}"  # the headline: official avg_max_10

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from workers.benchmarks.infibench.programs import PYTHON_HELPER_MODULES, Program
-from workers.spec import SandboxLimits
+from workers.execspec import SandboxLimits
 
 EXECUTOR_LANGS = ("python", "javascript", "typescript", "cpp", "java", "go", "r", "c#")
 # CRAN packages the R tests load (assert is in every program's header).

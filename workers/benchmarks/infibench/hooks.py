@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 from workers.benchmarks.infibench.criteria import HookRef
+from workers.execspec import SandboxLimits
 from workers.keys import sha256_hex
-from workers.spec import SandboxLimits
 
 # sha256 of the UTF-8 text of each reviewed hook file.
 TRUSTED_HOOK_SHA256 = frozenset(

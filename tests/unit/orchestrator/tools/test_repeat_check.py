@@ -14,7 +14,8 @@ from storage.errors import StoreLocked
 from storage.store import Store
 from storage.verify import verify_store
 from tests.fixtures_store import BASE, Spec, write_setting
-from workers.spec import ExecutionRecord, Outcome, SampleRecord
+from workers.execspec import ExecutionRecord, Outcome
+from workers.spec import SampleRecord
 
 
 class Benchmark:

@@ -11,18 +11,9 @@ from typing import Any
 from workers.benchmarks.base import BenchmarkSource, ChatRenderer, ScoreSummary
 from workers.benchmarks.sampling import problem_requests, sample_records
 from workers.card import BenchmarkCard, LiteratureFormat, MatchRule
+from workers.execspec import ExecutionRecord, Outcome, SandboxLimits
 from workers.keys import canonical_json, sha256_hex
-from workers.spec import (
-    ExecutionRecord,
-    Generation,
-    GenRequest,
-    ModelSpec,
-    Outcome,
-    SampleRecord,
-    SandboxLimits,
-    SettingSpec,
-    StopRule,
-)
+from workers.spec import Generation, GenRequest, ModelSpec, SampleRecord, SettingSpec, StopRule
 
 PROBLEMS = {"toy/0": ("1 + 1 =", "2"), "toy/1": ("2 + 3 =", "5")}
 CARD = BenchmarkCard(

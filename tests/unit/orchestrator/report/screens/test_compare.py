@@ -16,7 +16,8 @@ from orchestrator.run.prepare.grid import Environment, expand_grid
 from orchestrator.tools.repeat_check import CompareError, render_repeat_check, resolve_keys
 from storage.schema import SettingStatus
 from storage.store import Store
-from workers.spec import ExecutionRecord, Outcome, SampleRecord
+from workers.execspec import ExecutionRecord, Outcome
+from workers.spec import SampleRecord
 
 NOW = datetime(2025, 1, 2, tzinfo=UTC)
 

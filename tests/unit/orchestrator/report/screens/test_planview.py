@@ -243,7 +243,7 @@ def finished_grid(root: Path, problem_set) -> list[str]:
     from orchestrator.run.prepare.grid import Environment, expand_grid
     from tests.unit.orchestrator.run.plan.test_plan import generated
     from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
-    from workers.spec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
+    from workers.execspec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
 
     benchmarks = {"humanevalfix": HumanEvalFix(problem_set)}
     writer = StoreWriter(Store(str(root)), "r1", "{}", benchmarks, limits=SandboxLimits())

@@ -105,7 +105,7 @@ def test_the_report_is_the_same_after_the_models_yaml_is_edited_or_deleted(
     from orchestrator.run.prepare.grid import Environment, expand_grid
     from tests.unit.orchestrator.run.plan.test_plan import generated
     from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
-    from workers.spec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
+    from workers.execspec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
 
     store = Store(str(tmp_path / "store"))
     config = load_run_config(["model=tiny", "template=own,instruct", "benchmark.limit=2"])

@@ -13,16 +13,8 @@ from storage.store import Store
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.benchmarks.humanevalfix.definition import HUMANEVALFIX
 from workers.card import card_from_json
-from workers.spec import (
-    EngineInfo,
-    ExecutionBatch,
-    ExecutionRecord,
-    Outcome,
-    SampleRecord,
-    SandboxLimits,
-    SettingGenerations,
-    WorkerInfo,
-)
+from workers.execspec import ExecutionBatch, ExecutionRecord, Outcome, SandboxLimits
+from workers.spec import EngineInfo, SampleRecord, SettingGenerations, WorkerInfo
 
 INFO = EngineInfo("fake", {}, "cpu", "float32", "r", "", None, "</s>", {})
 
