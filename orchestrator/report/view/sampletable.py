@@ -169,11 +169,29 @@ def _taken(column: pa.ChunkedArray, rows: np.ndarray) -> list[Any]:
     return values
 
 
-def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str]) -> SampleTable:
-    """The group's samples: `generations` (GENERATION_COLUMNS) joined with `executions`
-    (EXECUTION_COLUMNS) on setting, problem and sample, the last execution row of a sample
-    when it has several; `keys`, the group's settings in grid order (a generation of another
-    setting is an error)."""
+@dataclass(frozen=True)
+class _Codes:
+    """Both tables' settings and problems as integers on one numbering (the group's settings
+    in grid order, then the executions' others; the generated problems in dataset order, then
+    the executions' others), and their sample indices."""
+
+    tasks: list[str]  # the problems with a generation, in dataset order
+    n_tasks: int  # how many problems either table names
+    g_key: np.ndarray
+    g_task: np.ndarray
+    g_index: np.ndarray
+    e_key: np.ndarray
+    e_task: np.ndarray
+    e_index: np.ndarray
+
+
+def _renumbered(codes: np.ndarray, values: list[Any], number: dict[Any, int]) -> np.ndarray:
+    """Positions into a column's distinct `values` as the numbers `number` gives the values."""
+    return np.array([number[v] for v in values], np.int64)[codes] if values else codes
+
+
+def _codes(generations: pa.Table, executions: pa.Table, keys: Sequence[str]) -> _Codes:
+    """The tables' codes (`_Codes`); a generation of a setting outside `keys` is an error."""
     g_keys, g_key_values = _coded(generations.column("setting_key"))
     g_tasks, g_task_values = _coded(generations.column("task_id"))
     e_keys, e_key_values = _coded(executions.column("setting_key"))
@@ -187,35 +205,37 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
     every_key = list(keys) + sorted(set(e_key_values) - column_of.keys())
     task_of = {t: n for n, t in enumerate(every_task)}
     key_of = {k: n for n, k in enumerate(every_key)}
-
-    def renumbered(codes: np.ndarray, values: list[Any], number: dict[Any, int]) -> np.ndarray:
-        return np.array([number[v] for v in values], np.int64)[codes] if values else codes
-
-    g_key, g_task = (
-        renumbered(g_keys, g_key_values, key_of),
-        renumbered(g_tasks, g_task_values, task_of),
+    return _Codes(
+        tasks=tasks,
+        n_tasks=len(every_task),
+        g_key=_renumbered(g_keys, g_key_values, key_of),
+        g_task=_renumbered(g_tasks, g_task_values, task_of),
+        g_index=integers(generations["sample_index"]),
+        e_key=_renumbered(e_keys, e_key_values, key_of),
+        e_task=_renumbered(e_tasks, e_task_values, task_of),
+        e_index=integers(executions["sample_index"]),
     )
-    e_key, e_task = (
-        renumbered(e_keys, e_key_values, key_of),
-        renumbered(e_tasks, e_task_values, task_of),
-    )
-    g_index, e_index = integers(generations["sample_index"]), integers(executions["sample_index"])
-    width = int(max(g_index.max(initial=0), e_index.max(initial=0))) + 1
-    g_code = (g_key * len(every_task) + g_task) * width + g_index
-    e_code = (e_key * len(every_task) + e_task) * width + e_index
+
+
+def _last_execution(codes: _Codes) -> np.ndarray:
+    """Each generation row's execution row of the same setting, problem and sample (the last
+    when it has several), -1 where it has none."""
+    width = int(max(codes.g_index.max(initial=0), codes.e_index.max(initial=0))) + 1
+    g_code = (codes.g_key * codes.n_tasks + codes.g_task) * width + codes.g_index
+    e_code = (codes.e_key * codes.n_tasks + codes.e_task) * width + codes.e_index
     by_code = np.argsort(e_code, kind="stable")  # rows of one sample keep their read order
     sorted_codes = e_code[by_code]
     at = np.maximum(np.searchsorted(sorted_codes, g_code, side="right") - 1, 0)
     if e_code.size:
-        executed = np.where(sorted_codes[at] == g_code, by_code[at], -1)
-    else:
-        executed = np.full(g_code.size, -1)
+        return np.where(sorted_codes[at] == g_code, by_code[at], -1)
+    return np.full(g_code.size, -1)
 
-    order = np.lexsort((g_index, g_key, g_task))  # problem, then setting column, then sample
-    starts = np.searchsorted(g_task[order], np.arange(len(tasks) + 1)).tolist()
-    executed = executed[order]
 
-    # a sample's state from its outcome (or none), truncated prompt and length limit flags
+def _states(
+    generations: pa.Table, executions: pa.Table, executed: np.ndarray, order: np.ndarray
+) -> tuple[list[CellState], list[str], list[str | None]]:
+    """Each sample's state, its letter and its outcome (None: not executed), from its outcome
+    (or none), truncated prompt and length limit flags; `executed` is in the table's order."""
     outcomes, outcome_values = _coded(executions.column("outcome").cast(pa.string()))
     outcome = np.where(executed >= 0, outcomes[np.maximum(executed, 0)] if outcomes.size else 0, -1)
     choices = [None, *outcome_values]
@@ -225,10 +245,17 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
     state_no = ((outcome + 1) * 2 + truncated) * 2 + hit
     flat = [state for by_t in table for by_h in by_t for state in by_h]
     numbers = state_no.tolist()
-    state = [flat[n] for n in numbers]
     letters = [STATE_CODE[s] for s in flat]
-    code = [letters[n] for n in numbers]
+    return (
+        [flat[n] for n in numbers],
+        [letters[n] for n in numbers],
+        [choices[n + 1] for n in outcome.tolist()],
+    )
 
+
+def _text_ids(generations: pa.Table, order: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The generations' distinct texts and, per sample in the table's order, the positions of
+    its prompt, continuation and program among them."""
     texts = pa.concat_arrays(
         [generations.column(c).combine_chunks().cast(pa.string()) for c in _TEXTS]
     )
@@ -240,26 +267,41 @@ def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str
         if "" in distinct:
             ids[ids == absent] = distinct.index("")
         distinct[absent] = ""
+    return distinct, ids
 
-    # each sample's execution passed (its last row, as its state; none: not passed)
+
+def _passes(executions: pa.Table, executed: np.ndarray) -> list[bool]:
+    """Each sample's execution passed (its last row, as its state; none: not passed)."""
     flags = _flags(executions.column("passed"))
     passes = (flags[np.maximum(executed, 0)] > 0) & (executed >= 0) if flags.size else executed < -1
+    return passes.tolist()
 
+
+def sample_table(generations: pa.Table, executions: pa.Table, keys: Sequence[str]) -> SampleTable:
+    """The group's samples: `generations` (GENERATION_COLUMNS) joined with `executions`
+    (EXECUTION_COLUMNS) on setting, problem and sample, the last execution row of a sample
+    when it has several; `keys`, the group's settings in grid order (a generation of another
+    setting is an error)."""
+    codes = _codes(generations, executions, keys)
+    order = np.lexsort((codes.g_index, codes.g_key, codes.g_task))  # problem, setting, sample
+    executed = _last_execution(codes)[order]
+    state, code, outcome = _states(generations, executions, executed, order)
+    texts, ids = _text_ids(generations, order)
     return SampleTable(
         keys=tuple(keys),
-        tasks=tuple(tasks),
-        starts=starts,
-        column=g_key[order].tolist(),
-        sample_index=g_index[order].tolist(),
+        tasks=tuple(codes.tasks),
+        starts=np.searchsorted(codes.g_task[order], np.arange(len(codes.tasks) + 1)).tolist(),
+        column=codes.g_key[order].tolist(),
+        sample_index=codes.g_index[order].tolist(),
         state=state,
         code=code,
-        outcome=[choices[n + 1] for n in outcome.tolist()],
-        texts=distinct,
+        outcome=outcome,
+        texts=texts,
         text_ids=ids,
         error_type=_taken(executions.column("error_type"), executed),
         error_message=_taken(executions.column("error_message"), executed),
         n_prompt_tokens=generations.column("n_prompt_tokens").take(positions(order)).to_pylist(),
         n_output_tokens=generations.column("n_output_tokens").take(positions(order)).to_pylist(),
         decode_mismatch=_flags(generations.column("decode_mismatch"))[order].astype(bool).tolist(),
-        passes=passes.tolist(),
+        passes=_passes(executions, executed),
     )
