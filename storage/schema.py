@@ -13,8 +13,9 @@ import pyarrow as pa
 
 # 2: a setting's run-time facts; 3: the problem selection; 4: an import's claimed backend;
 # 5: the benchmark card of a setting and the exact counts behind a score; 6: a setting's
-# provenance as structured values (the columns added are marked "2" to "6")
-SCHEMA_VERSION = "6"
+# provenance as structured values; 7: what a cluster did to a run (the columns added are marked
+# "2" to "7")
+SCHEMA_VERSION = "7"
 
 
 class SettingStatus(StrEnum):
@@ -249,6 +250,9 @@ RUNS = pa.schema(
         ("data_sources_json", _str),
         ("cluster_address", _str),
         ("status", _str),  # RunStatus
+        # nodes lost, engines restarted, chunks requeued: a JSON list, written as they happen
+        # (the run goes on), null when none (run/execute/faults.py)
+        _added("faults_json", _str, "7"),
     ]
 )
 

@@ -134,8 +134,9 @@ def test_a_failed_load_fails_its_unit_once_with_its_own_error(env, local_ray, tm
     assert "constructor arguments in the object store" not in capfd.readouterr().err
 
 
-def engine_worker_pids() -> list[int]:
-    """EngineWorker processes of the Ray instance this test started (descendants of us)."""
+def engine_worker_pids(doing: str = "") -> list[int]:
+    """EngineWorker processes of the Ray instance this test started (descendants of us), those
+    whose title (Ray's: the method it runs) holds `doing`."""
     me, pids = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -150,12 +151,22 @@ def engine_worker_pids() -> list[int]:
                     break
         except (OSError, ValueError, IndexError):
             continue
-        if parent == me and "EngineWorker" in cmdline:
+        if parent == me and f"EngineWorker{doing}" in cmdline:
             pids.append(pid)
     return pids
 
 
+def generations(store: Path) -> pd.DataFrame:
+    columns = ["setting_key", "task_id", "sample_index", "program", "output_token_ids"]
+    frame = pd.read_parquet(store / "generations", columns=columns)
+    frame["output_token_ids"] = frame["output_token_ids"].map(list)
+    return frame.sort_values(columns[:3]).reset_index(drop=True)
+
+
 def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray, tmp_path):
+    """SIGKILL the engine's process while it generates a chunk, on a live node: Ray restarts it
+    (cluster.max_retries), the chunk it held goes back to the queue and to it again, the run
+    records that, and the programs are those of an uninterrupted run."""
     store = tmp_path / "s"
     overrides = [
         "model=tiny",
@@ -175,7 +186,7 @@ def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray
             if (store / "generations").exists()
             else []
         )
-        pids = engine_worker_pids()
+        pids = engine_worker_pids(".run")  # generating a chunk
         if done and pids:
             killed = pids[0]
             os.kill(killed, signal.SIGKILL)
@@ -188,6 +199,59 @@ def test_worker_killed_mid_unit_is_retried_and_the_grid_completes(env, local_ray
     assert len(settings) == 6 and set(settings.status) == {"complete"}
     assert len(pd.read_parquet(store / "scores")) == 6
     assert len(set(settings.node_id)) >= 1
+    # the run's row says what happened, as `status` shows it (one restart, its chunk requeued)
+    from orchestrator.report.screens.status import store_status
+    from storage.store import Store
+
+    shown = store_status(Store(str(store)))["run"]
+    assert shown is not None and shown["status"] == "finished"
+    [fault] = shown["faults"]
+    assert fault["kind"] == "engine_restarting" and fault["requeued_chunks"] >= 1
+    assert set(fault["requeued_settings"]) <= set(settings.setting_key)
+    run(overrides, tmp_path / "fresh")
+    pd.testing.assert_frame_equal(generations(store), generations(tmp_path / "fresh"))
+
+
+def test_an_engine_dead_beyond_its_restarts_gets_a_new_instance(env, local_ray, tmp_path):
+    """cluster.max_retries=1: Ray restarts the engine's process after its first SIGKILL; the
+    second leaves the unit without a replica, and the unit gets a new instance (one: the bound)
+    that finishes it, with the programs of an uninterrupted run."""
+    store = tmp_path / "s"
+    overrides = [
+        "model=tiny",
+        "benchmark.limit=10",
+        "max_length=384",
+        "template=own,instruct",
+        "checkpoint.every_samples=1",
+        "cluster.max_retries=1",
+    ]
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(outcome=run(overrides, store)[1]))
+    thread.start()
+    killed: list[int] = []
+    deadline = time.monotonic() + 300
+    while len(killed) < 2 and time.monotonic() < deadline and thread.is_alive():
+        folder = store / "generations"
+        done = len(list(folder.glob("*.parquet"))) if folder.exists() else 0
+        pids = [pid for pid in engine_worker_pids(".run") if pid not in killed]
+        if done > len(killed) and pids:  # a chunk committed since the last kill
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+        time.sleep(0.2)
+    thread.join(600)
+    assert len(killed) == 2, "the unit finished before its engine was killed twice"
+    outcome = result["outcome"]
+    assert outcome.failed == 0 and outcome.engine_loads == 2  # the first instance and a new one
+    settings = pd.read_parquet(store / "settings")
+    assert set(settings.status) == {"complete"}
+    from orchestrator.report.screens.status import store_status
+    from storage.store import Store
+
+    shown = store_status(Store(str(store)))["run"]
+    assert shown is not None
+    assert [f["kind"] for f in shown["faults"]] == ["engine_restarting", "unit_restarted"]
+    run(overrides, tmp_path / "fresh")
+    pd.testing.assert_frame_equal(generations(store), generations(tmp_path / "fresh"))
 
 
 def test_a_stuck_setting_is_restarted_then_failed_as_timeout(env, local_ray, tmp_path):

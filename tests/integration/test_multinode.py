@@ -1,9 +1,11 @@
 """A two-node Ray cluster on one machine, started as an operator would (`ray start --head` and
 `ray start --address=...`, one fake GPU each), driven by `reprogrid run cluster.address=...`.
 
-* Engine units spread over both nodes (the stored provenance, settings.node_id, says where each
-  setting ran); the second node is killed (every process of it, SIGKILL) while a unit runs there;
-  re-running the same command completes the grid, exactly once.
+* Engine units of the tiny model spread over two worker nodes (the stored provenance,
+  settings.node_ids, says where each chunk ran); one worker is killed (every process of it,
+  SIGKILL) while its unit generates: the run goes on with the node left, `status` says the node
+  was lost and what was requeued, and the run finishes the grid, exactly once, with the
+  programs of an uninterrupted run.
 * A driver connected through Ray client (`ray://`), with the GPU libraries made unimportable, runs
   a grid: the driver only sends specs and receives results.
 
@@ -13,6 +15,7 @@ the test finds, stops and kills exactly the processes it started (never `ray sto
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -117,7 +120,7 @@ class RayNode:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_node(args: list[str], log: Path) -> RayNode:
+def start_node(args: list[str], log: Path, gpus: int = 1) -> RayNode:
     # A short temp dir: Ray puts unix sockets under it (path length limit).
     temp_dir = tempfile.mkdtemp(prefix="rg-ray-")
     cmd = [
@@ -125,7 +128,7 @@ def start_node(args: list[str], log: Path) -> RayNode:
         "start",
         "--block",
         "--num-cpus=2",
-        "--num-gpus=1",
+        f"--num-gpus={gpus}",
         "--object-store-memory=200000000",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}",
@@ -173,6 +176,10 @@ def wait_for(
 @pytest.fixture
 def head(tmp_path):
     """A Ray head with one fake GPU; yields (node, GCS address, Ray client address)."""
+    yield from started_head(tmp_path, gpus=1)
+
+
+def started_head(tmp_path: Path, gpus: int):
     port, client_port = free_port(), free_port()
     node = start_node(
         [
@@ -184,6 +191,7 @@ def head(tmp_path):
             f"--ray-client-server-port={client_port}",
         ],
         tmp_path / "head.log",
+        gpus,
     )
     try:
         address = f"127.0.0.1:{port}"
@@ -227,77 +235,113 @@ def settings(store: Path) -> pd.DataFrame:
     return frame if "node_id" in frame.columns else empty
 
 
-# 4 engine units (precisions) x 2 settings x 4 problems; 0.6 s per problem: ~2.4 s per setting.
+# 2 engine units (precisions) of the tiny model x 2 settings x 8 problems, a chunk per problem.
 GRID = [
-    "backend=fake",
     "model=tiny",
-    "benchmark.limit=4",
+    "benchmark.limit=8",
+    "max_length=384",
     "template=own,instruct",
-    "grid.precision=fp32,bf16,fp16,int4",
-    "model.repo_id='fake://delay=0.6'",
+    "grid.precision=fp32,bf16",
+    "checkpoint.every_samples=1",
 ]
+PROGRAMS = ["setting_key", "task_id", "sample_index", "program", "output_token_ids"]
 
 
-def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, head, tmp_path):
-    head_node, address, _ = head
-    worker = start_node(
-        [f"--address={address}", "--node-ip-address=127.0.0.1"], tmp_path / "worker.log"
-    )
+def programs(store: Path) -> pd.DataFrame:
+    frame = pd.read_parquet(store / "generations", columns=PROGRAMS)
+    frame["output_token_ids"] = frame["output_token_ids"].map(list)
+    return frame.sort_values(PROGRAMS[:3]).reset_index(drop=True)
+
+
+def early_in_unit_on(store: Path, node_id: str) -> bool:
+    """A unit that generated a chunk on `node_id` has generated at most 4 of its 16 samples
+    (the rest of the run lasts long enough for `status` to be asked while it goes on)."""
+    frame = settings(store)
+    if "node_ids" not in frame.columns:
+        return False
+    on_node = frame[frame.node_ids.map(lambda ids: ids is not None and node_id in list(ids))]
+    if on_node.empty:
+        return False
+    unit = frame[frame.engine_key.isin(on_node.engine_key)]
     try:
-        wait_for(lambda: cluster_nodes(address) >= 2, "the second node", [head_node, worker])
+        done = pd.read_parquet(store / "generations", columns=["setting_key"])
+    except (OSError, ValueError):
+        return False
+    return 0 < done.setting_key.isin(unit.setting_key).sum() <= 4
+
+
+def shown_faults(store: Path, env: dict[str, str]) -> dict:
+    out = finish(reprogrid(["status", "--store", str(store), "--json"], env), timeout=120)
+    return json.loads(out)["run"]
+
+
+def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, tmp_path):
+    """Both units start at once, one on each worker (the head has no GPU); the worker of one is
+    killed mid-unit. Ray restarts its engine on the worker left once that one's GPU is free
+    (cluster.max_retries), the chunks it held go back to the queue, and the run ends
+    `finished` with every setting complete once."""
+    head_gen = started_head(tmp_path, gpus=0)
+    head_node, address, _ = next(head_gen)
+    nodes, workers = [head_node], []
+    try:
+        for name in ("worker-a", "worker-b"):
+            args = [f"--address={address}", "--node-ip-address=127.0.0.1"]
+            workers.append(start_node(args, tmp_path / f"{name}.log"))
+        nodes += workers
+        wait_for(lambda: cluster_nodes(address) >= 3, "the worker nodes", nodes)
+        survivor, doomed = workers
         store = tmp_path / "store"
-        # max_retries=0: an engine whose node dies is recorded as failed at once (with the
-        # default, Ray restarts it on a live node within the same run). A dead worker is an
-        # infrastructure failure, so re-running the same command redoes it.
-        command = [
-            "run",
-            *GRID,
-            f"cluster.address={address}",
-            "cluster.max_retries=0",
-            f"store={store}",
-        ]
+        command = ["run", *GRID, f"cluster.address={address}", f"store={store}"]
         first = reprogrid(command, env)
+        survivor_id, doomed_id = survivor.node_id(), doomed.node_id()
 
-        worker_id = worker.node_id()
-
-        def second_node_mid_unit() -> bool:
-            # A node runs one unit (2 settings) at a time: an odd count of settings generated on
-            # it means the second setting of its current unit is in flight there.
+        def doomed_mid_unit() -> bool:
             assert first.poll() is None, first.communicate()[0]
-            generated = settings(store).dropna(subset=["node_id"])
-            return (generated.node_id == worker_id).sum() % 2 == 1
+            return early_in_unit_on(store, doomed_id)
 
-        wait_for(
-            second_node_mid_unit,
-            "a unit on the second node",
-            [head_node, worker],
-            timeout=240,
-            poll_s=0.3,
-        )
-        worker.kill()
-        out = finish(first, ok=False)
-        after_kill = settings(store)
-        lost = after_kill[after_kill.status != "complete"]
-        assert len(lost) >= 1, f"nothing was in flight on the killed node\n{out}"
-        assert first.returncode in (0, 1), out
+        wait_for(doomed_mid_unit, "a unit on the doomed worker", nodes, timeout=300, poll_s=0.3)
+        doomed.kill()
+        nodes.remove(doomed)
+        # `status` says it while the run goes on: the node lost, the engine's chunks requeued
+        shown: dict = {}
 
-        out = finish(reprogrid(command, env))
+        def faults_shown() -> bool:
+            shown.update(shown_faults(store, env))
+            kinds = {f["kind"] for f in shown["faults"]}
+            return "node_lost" in kinds and len(kinds) >= 2
+
+        try:
+            wait_for(faults_shown, "status to show the faults", nodes, timeout=120, poll_s=1.0)
+        except AssertionError:
+            os.killpg(first.pid, signal.SIGKILL)
+            pytest.fail(f"status showed {shown}\nthe run said:\n{first.communicate()[0]}")
+        assert first.poll() is None or shown["status"] == "finished", shown
+        lost = [f for f in shown["faults"] if f["kind"] == "node_lost"]
+        assert [f["what"] for f in lost] == [doomed_id]
+        requeued = [f for f in shown["faults"] if f["kind"] != "node_lost"]
+        assert sum(f["requeued_chunks"] for f in requeued) >= 1, shown
+
+        out = finish(first, timeout=600)
         final = settings(store)
-        assert len(final) == 8 and set(final.status) == {"complete"}, final
+        assert len(final) == 4 and set(final.status) == {"complete"}, final
         scores = pd.read_parquet(store / "scores")
-        generations = pd.read_parquet(store / "generations")
-        assert len(scores) == 8 and scores.setting_key.is_unique
-        assert len(generations) == 8 * 4
-        assert not generations.duplicated(["setting_key", "task_id", "sample_index"]).any()
-        # units ran on both nodes; what the killed node lost was redone on the head
-        assert final.node_id.nunique() == 2 and worker_id in set(final.node_id)
-        redone = final[final.setting_key.isin(lost.setting_key)]
-        assert worker_id not in set(redone.node_id)
-        runs = pd.read_parquet(store / "runs").sort_values("started_at")
-        assert runs.iloc[-1].status == "finished"
-        assert runs.iloc[-1].n_executed == len(lost)
+        assert len(scores) == 4 and scores.setting_key.is_unique
+        generated = programs(store)
+        assert len(generated) == 4 * 8
+        assert not generated.duplicated(PROGRAMS[:3]).any()
+        # the units ran on both workers; the killed one's unit was finished on the other
+        nodes_used = {n for ids in final.node_ids for n in ids}
+        assert nodes_used == {survivor_id, doomed_id}, out
+        runs = pd.read_parquet(store / "runs")
+        assert list(runs.status) == ["finished"], out
+        # the programs of an uninterrupted run on the same cluster
+        fresh = tmp_path / "fresh"
+        finish(reprogrid(["run", *GRID, f"cluster.address={address}", f"store={fresh}"], env))
+        pd.testing.assert_frame_equal(generated, programs(fresh))
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()
+        head_gen.close()
 
 
 BLOCKER = """\

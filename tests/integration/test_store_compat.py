@@ -88,8 +88,8 @@ def test_old_shards_are_upgraded_to_todays_columns(env, capsys, tmp_path):
     handle = Store(str(store))
     with handle.writer_lock():
         # the settings, generations, executions and scores shards of its 3 settings (scores got
-        # the problem selection in schema version 3)
-        assert upgrade_shards(handle) == 12
+        # the problem selection in schema version 3), and its 2 runs (their faults, version 7)
+        assert upgrade_shards(handle) == 14
     for table, rows in old.items():
         for path in (store / table).glob("*.parquet"):
             assert pq.read_schema(path).names == TABLES[table].names
@@ -240,7 +240,8 @@ def test_a_chunked_old_store_reads_each_library_once(env, capsys, tmp_path):
     assert record["model_info"]["inference_engine"] == {"name": "transformers", "version": "5.19.0"}
     handle = Store(str(store))
     with handle.writer_lock():
-        assert upgrade_shards(handle) == 1  # the settings shard (scores had every column)
+        # the settings shard (scores had every column) and the run's (its faults, version 7)
+        assert upgrade_shards(handle) == 2
     (upgraded,) = pq.read_table(store / "settings").to_pylist()
     assert upgraded["backend_versions_json"] is None and upgraded["hostnames"] is None
     assert versions_of(upgraded) == ONCE

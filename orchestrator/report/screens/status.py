@@ -20,7 +20,9 @@ from orchestrator.report.screens.statusreport import (
     Quarantined,
     ShownRun,
     StatusReport,
+    fault_line,
     no_counts,
+    shown_faults,
 )
 from storage.index import SettingState, build_index
 from storage.integrity import setting_key_of
@@ -192,6 +194,7 @@ def _shown_run(
         "status": run["status"],
         "n_generated": run["n_generated"],
         "n_executed": run["n_executed"],
+        "faults": shown_faults(run.get("faults_json")),
     }
     if run["status"] == RunStatus.RUNNING.value:
         if not live:
@@ -326,6 +329,7 @@ def render_status(data: StatusReport, keys: bool = False) -> str:
             f"latest run {run['run_id']} ({run['status']}): generated {run['n_generated']}, "
             f"executed {run['n_executed']}"
         )
+        lines += [f"  {fault_line(fault)}" for fault in run["faults"]]
     header = ["model", "engine", *STATUSES]
     engines: list[Mapping[str, Any]] = list(data["engines"])
     rows = [[g["model"], g["engine"], *(str(g[s]) for s in STATUSES)] for g in engines]

@@ -1,10 +1,24 @@
 """What `status --json` prints and `status` shows, as types: the store's layout, the run
-shown, each model's engine with its settings counted by status, and the lists that name
-settings (active, failed, partial, damaged, quarantined, skipped)."""
+shown with what the cluster did to it (its faults, and how one reads), each model's engine
+with its settings counted by status, and the lists that name settings (active, failed,
+partial, damaged, quarantined, skipped)."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any, TypedDict
+
+
+class ShownFault(TypedDict):
+    """A node lost or an engine restarted during the run (the runs row's `faults_json`)."""
+
+    at: str  # ISO time
+    kind: str  # node_lost, engine_restarting, engine_replaced, unit_restarted
+    what: str  # the node's id, or the engine and its replica
+    detail: str
+    requeued_chunks: int  # chunks in flight that went back to the queue
+    requeued_settings: list[str]  # their settings' keys
 
 
 class ShownRun(TypedDict):
@@ -14,6 +28,22 @@ class ShownRun(TypedDict):
     status: str
     n_generated: int
     n_executed: int
+    faults: list[ShownFault]
+
+
+def shown_faults(faults_json: str | None) -> list[ShownFault]:
+    """A runs row's faults (none for a row written before the column existed)."""
+    return json.loads(faults_json) if faults_json else []
+
+
+def fault_line(fault: ShownFault) -> str:
+    """A fault as `status` shows it, under the run's line."""
+    at = datetime.fromisoformat(fault["at"])
+    line = f"{at:%H:%M:%S} {fault['kind'].replace('_', ' ')}: {fault['what']}"
+    if fault["requeued_chunks"]:
+        keys = ", ".join(k[:12] for k in fault["requeued_settings"])
+        line += f"; {fault['requeued_chunks']} chunk(s) requeued, of {keys}"
+    return f"{line} ({fault['detail']})" if fault["detail"] else line
 
 
 class Layout(TypedDict):

@@ -18,12 +18,13 @@ logger = logging.getLogger(__name__)
 def due_polls(
     units: Sequence[RunningUnit], now: float, every_s: float
 ) -> list[tuple[RunningUnit, Replica]]:
-    """The live replicas to ask what they do (not asked for `every_s`, no answer pending);
-    each counted as asked now."""
+    """The live replicas to ask what they do (not asked for `every_s`, or restarting: its
+    answer says Ray has restarted it; no answer pending); each counted as asked now."""
     due = []
     for running in units:
         for replica in running.live():
-            if replica.progress_ref is None and now - replica.polled_at >= every_s:
+            waited = replica.restarting or now - replica.polled_at >= every_s
+            if replica.progress_ref is None and waited:
                 replica.polled_at = now
                 due.append((running, replica))
     return due
@@ -35,6 +36,19 @@ def engine_backend(name: str) -> tuple[str, bool]:
     place that fact is stated)."""
     definition = get_backend(name)
     return definition.engine, definition.batched
+
+
+def engine_options(replica_gpus: float, cluster: ClusterSpec) -> dict[str, Any]:
+    """Ray's options for an engine actor. Ray restarts a process that died (`max_retries`
+    times; on a live node where its own is gone), but a call the process died in fails rather
+    than being retried: the driver puts its chunks back in the queue itself, so it knows, and
+    records, what was requeued (execute/faults.py)."""
+    return {
+        "num_gpus": replica_gpus,
+        "num_cpus": cluster.engine_cpus,
+        "max_restarts": cluster.max_retries,
+        "max_task_retries": 0,
+    }
 
 
 def exec_placement(cluster: ClusterSpec, declared: float) -> dict[str, Any]:

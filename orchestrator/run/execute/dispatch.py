@@ -2,14 +2,14 @@
 executions as tasks.
 
 What starts when is analysis/schedule.py's rule (units.StartQueue asks it whenever GPUs are
-free; the plan replays it): units' first instances in plan order, then more instances of long
-units. An instance's replicas are asked of Ray only when its GPUs are free, so Ray places them
-at once. A unit's settings are cut into chunks (run/execute/chunks.py); an idle replica of any
-of its instances takes the next, and the driver commits every chunk as it comes back (a kill
-loses at most the chunks in flight); an instance left with nothing gives its GPUs back. A
-setting whose chunks are all stored goes to an execution task, beside the next chunks;
-executions hold their own resource (`cluster.exec_resource`), so engines never starve them.
-The only module besides `workers/tasks.py` that talks to Ray.
+free; the plan replays it). An instance's replicas are asked of Ray only when its GPUs are
+free, so Ray places them at once. A unit's settings are cut into chunks (execute/chunks.py); an
+idle replica takes the next, and the driver commits every chunk as it comes back; an instance
+left with nothing gives its GPUs back. A replica whose process dies (alone, or with its node)
+puts its chunks back in the queue: Ray restarts it, or the unit's other replicas or a new
+instance take them (execute/faults.py, recorded in the run's row). A setting whose chunks are
+all stored goes to an execution task, holding `cluster.exec_resource` so engines never starve
+it. The only module besides `workers/tasks.py` and raycluster.py that talks to Ray.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ray
@@ -26,8 +26,9 @@ from ray.exceptions import RayActorError, RayError
 
 from orchestrator.errors import ClusterError
 from orchestrator.run.execute import actors
+from orchestrator.run.execute.faults import DEATH_FAULT, Death, Fault, FaultLog, after_death
 from orchestrator.run.execute.progress import Progress
-from orchestrator.run.execute.raycluster import describe_error
+from orchestrator.run.execute.raycluster import actor_fate, alive_nodes, describe_error
 from orchestrator.run.execute.rows import output_tokens
 from orchestrator.run.execute.signals import StopRequest
 from orchestrator.run.execute.units import (
@@ -39,12 +40,11 @@ from orchestrator.run.execute.units import (
     StartQueue,
     Waiting,
     engine_label,
-    gpu_memory_gb,
     label,
+    start_queue,
     unit_queue,
-    unit_shape,
 )
-from orchestrator.run.execute.writer import StoreWriter
+from orchestrator.run.execute.writer import StoreWriter, utc_now
 from orchestrator.run.plan.planner import Action, Plan, PlannedSetting
 from workers.spec import SettingFailure
 from workers.tasks import EngineWorker, execute_samples
@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 PROGRESS_POLL_S = 2.0  # how often a replica is asked what it is doing
 MARK_PER_TICK = 50  # waiting settings recorded as queued per pass of the loop
 CAPACITY_POLL_S = 10.0  # how often the cluster's GPUs are counted again
+# after an engine died, its node may follow: counted every pass (GCS's health checks take ~15 s)
+NODE_WATCH_S = 60.0
 
 
 class Dispatcher:
@@ -65,6 +67,7 @@ class Dispatcher:
         options: DispatchOptions,
         progress: Progress,
         stop: StopRequest | None = None,
+        on_fault: Callable[[Fault], None] | None = None,
     ):
         self.plan = plan
         # a stop signal is acted on here, between Ray calls (run/execute/signals.py)
@@ -82,38 +85,32 @@ class Dispatcher:
         self._bench_refs: dict[str, Any] = {}
         self._placement: dict[str, Any] = {}
         self._starts = StartQueue(0)
-        self._capacity_at = 0.0  # when the cluster's GPUs were last counted
+        self._capacity_at = self._watch_until = 0.0  # GPUs last counted; nodes watched until
         self._queued = QueuedMarks(writer)
         self._stopping = False  # an interrupt: commit what is back, submit nothing new
+        self._faults = FaultLog(on_fault or (lambda fault: None), utc_now)
 
     # -- setup -------------------------------------------------------------------------------
 
     def _plan_starts(self) -> None:
         """Every unit waits for its GPUs (units.StartQueue); one that no GPU count of this
         cluster can hold fails now."""
-        resources = ray.cluster_resources()
-        cluster_gpus = float(resources.get("GPU", 0))
-        if cluster_gpus <= 0 and self.plan.units:
-            logger.info("the cluster has no GPUs: engines run on CPU")
-        memory = gpu_memory_gb(resources)
-        self._starts = StartQueue(math.floor(cluster_gpus))
-        for rank, unit in enumerate(self.plan.units):
-            self._starts.rank[unit.engine_key] = rank
-            try:
-                shape = unit_shape(unit, cluster_gpus, memory, self.options.cluster)
-            except ClusterError as e:
-                for item in unit.settings:
-                    self._queued.mark(item)
-                    self._fail(item, "ClusterError", str(e), generating=False)
-                continue
-            self._starts.waiting.append(shape)
-            self._queued.todo.extend(unit.settings)
+        self._starts, unfit = start_queue(
+            self.plan.units, ray.cluster_resources(), self.options.cluster
+        )
+        for unit, error in unfit:
+            for item in unit.settings:
+                self._queued.mark(item)
+                self._fail(item, "ClusterError", str(error), generating=False)
+        self._queued.todo.extend(i for w in self._starts.waiting for i in w.unit.settings)
 
     def _start_due(self) -> None:
         now = time.monotonic()
-        if self._starts.capacity and now - self._capacity_at >= CAPACITY_POLL_S:
+        if now - self._capacity_at >= CAPACITY_POLL_S or now < self._watch_until:
             self._capacity_at = now  # nodes join and leave
-            self._starts.capacity = math.floor(ray.cluster_resources().get("GPU", 0))
+            self._faults.count_nodes(alive_nodes())
+            if self._starts.capacity:
+                self._starts.capacity = math.floor(ray.cluster_resources().get("GPU", 0))
         if self._stopping:
             return
         for due in self._starts.due(self._units):
@@ -140,17 +137,14 @@ class Dispatcher:
 
     def _add_instance(self, running: RunningUnit) -> None:
         """Ask Ray for one more instance of the unit (its GPUs are free) and feed it."""
-        shape, opts = running.shape, self.options.cluster
+        shape, engine = running.shape, running.unit.engine
         instance, running.instances = running.instances, running.instances + 1
         self._starts.hold(running.unit.engine_key, instance, shape.gpus)
-        engine = running.unit.engine
+        options = actors.engine_options(shape.replica_gpus, self.options.cluster)
         for _ in range(shape.replicas):
-            actor = EngineWorker.options(  # type: ignore[attr-defined]  # from @ray.remote
-                num_gpus=shape.replica_gpus,
-                num_cpus=opts.engine_cpus,
-                max_restarts=opts.max_retries,
-                max_task_retries=opts.max_retries,
-            ).remote(engine, *actors.engine_backend(engine.backend))
+            actor = EngineWorker.options(**options).remote(  # type: ignore[attr-defined]
+                engine, *actors.engine_backend(engine.backend)
+            )
             running.add(instance, actor, time.monotonic())
             self.summary.engine_loads += 1
         self.progress.instances(*running.counts())
@@ -186,7 +180,7 @@ class Dispatcher:
             return
         for instance in running.open_instances():
             replicas = running.live(instance)
-            if all(r.in_flight is None for r in replicas):
+            if all(r.in_flight is None and not r.restarting for r in replicas):
                 for replica in replicas:
                     self._close(running, replica)
 
@@ -215,7 +209,7 @@ class Dispatcher:
         try:
             results = ray.get(ref)
         except RayActorError as e:
-            self._replica_died(running, replica, chunks, e)
+            self._actor_lost(running, replica, chunks, e)
             return
         except RayError as e:
             self._unit_failed(running, replica, e)
@@ -236,18 +230,28 @@ class Dispatcher:
                 self._generated(running, item)
         self._feed(running)
 
-    def _replica_died(
-        self, running: RunningUnit, replica: Replica, chunks: Sequence[Any], error: RayError
+    def _actor_lost(
+        self, running: RunningUnit, replica: Replica, chunks: Sequence[Any], error: RayActorError
     ) -> None:
-        """Its process died beyond its restarts: its chunks go to the unit's other replicas."""
-        if replica.gave_up or len(running.live()) <= 1:
+        """Its process died (alone or with its node): its chunks go back to the queue for it
+        once Ray restarts it, or for others (faults.after_death); the run's row says so."""
+        others = len([r for r in running.live() if r is not replica])
+        retries = self.options.cluster.max_retries
+        death = after_death(actor_fate(error), replica.gave_up, others, running.restarts, retries)
+        if death is Death.UNIT_FAILED:
             self._unit_failed(running, replica, error)
             return
-        name = describe_error(error)[0]
-        logger.warning("%s: replica %d died (%s)", engine_label(running.unit), replica.index, name)
-        running.died += 1
+        if replica.restarting and death is Death.RESTARTING:
+            return  # still coming back: recorded when it died
         running.queue.requeue(chunks)
-        self._close(running, replica)
+        self._watch_until = time.monotonic() + NODE_WATCH_S  # its node may be gone
+        what = f"{engine_label(running.unit)} replica {replica.index} died"
+        self._faults.add(DEATH_FAULT[death], what, describe_error(error)[0], chunks)
+        replica.restarting = death is Death.RESTARTING
+        if not replica.restarting:
+            running.died += 1
+            running.restarts += death is Death.NEW_INSTANCE
+            self._close(running, replica)
         self._feed(running)
 
     def _generated(self, running: RunningUnit, item: PlannedSetting) -> None:
@@ -287,7 +291,7 @@ class Dispatcher:
 
     def _submit_exec(self) -> None:
         opts = self.options
-        placement = self._placement
+        placement, limits = self._placement, (opts.limits, opts.exec_workers)
         while self._exec_queue and len(self._exec) < opts.cluster.max_pending_exec:
             item, samples = self._exec_queue.popleft()
             self.writer.in_progress(item.key, item.setting)
@@ -295,12 +299,7 @@ class Dispatcher:
                 **placement,
                 max_retries=opts.cluster.exec_max_retries,  # worker or node death
                 retry_exceptions=False,  # a sandbox error is a result, not a reason to rerun
-            ).remote(
-                self._bench_refs[item.setting.benchmark.name],
-                samples,
-                opts.limits,
-                opts.exec_workers,
-            )
+            ).remote(self._bench_refs[item.setting.benchmark.name], samples, *limits)
             self._exec[ref] = item
 
     # -- liveness and progress ---------------------------------------------------------------
@@ -316,10 +315,15 @@ class Dispatcher:
         replica.progress_ref = None
         try:
             snapshot = ray.get(ref)
-        except RayError:
-            return  # a replica being restarted: the next poll asks again
+        except RayError as e:  # an actor's death that no call of it will report is handled
+            if isinstance(e, RayActorError) and replica.in_flight is None and not replica.closed:
+                self._actor_lost(running, replica, (), e)
+            return  # else the next poll asks again
         replica.saw(snapshot, time.monotonic())
         self.progress.replica(running.unit.engine_key, replica.index, snapshot)
+        if replica.restarting:  # Ray restarted it: it takes chunks again
+            replica.restarting = False
+            self._feed(running)
 
     def _watchdog(self) -> None:
         """Restart an engine that has made no progress for too long; fail its unit after
@@ -344,7 +348,8 @@ class Dispatcher:
             order = self.benchmarks[item.setting.benchmark.name].problem_ids()
             self._exec_queue.append((item, self.writer.stored_samples(item.key, order)))
         self._plan_starts()
-        while self._gen or self._exec or self._exec_queue or self._starts.waiting:
+        self._faults.nodes = alive_nodes()
+        while self._gen or self._exec or self._exec_queue or self._starts.waiting or self._units:
             self.stop_request.check()  # the safe point: no Ray call is running
             self._start_due()
             self._queued.some(MARK_PER_TICK)

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, RayTaskError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayError, RayTaskError
 
 from orchestrator.errors import ClusterError
 from orchestrator.run.config.specs import ClusterSpec
+from orchestrator.run.execute.faults import ActorFate
 from orchestrator.run.execute.signals import STOP_SIGNALS
 from orchestrator.run.preflight.address import probe_cluster
 from orchestrator.run.preflight.compat import explain_connect_error
@@ -187,3 +188,16 @@ def describe_error(error: RayError) -> tuple[str, str]:
         return type(cause).__name__, str(cause).strip().splitlines()[-1][:2000]
     text = str(error).strip()
     return type(error).__name__, (text.splitlines()[0] if text else type(error).__name__)[:2000]
+
+
+def actor_fate(error: RayActorError) -> ActorFate:
+    """What Ray says of an engine actor whose call failed: its process died and Ray restarts
+    it (ActorUnavailableError: restarts left), its engine could not load, or it is dead."""
+    if isinstance(error, ActorUnavailableError):
+        return ActorFate.RESTARTING
+    return ActorFate.INIT_FAILED if error.actor_init_failed else ActorFate.DEAD
+
+
+def alive_nodes() -> set[str]:
+    """The ids of the cluster's live nodes, as the GCS knows them."""
+    return {node["NodeID"] for node in ray.nodes() if node.get("Alive")}

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from orchestrator.errors import Interrupted
+from orchestrator.run.execute.faults import Fault, faults_json
 from orchestrator.run.execute.writer import StoreWriter, utc_now
 from orchestrator.run.prepare.provenance import git_revision, hostname, library_versions_json
 from storage.schema import RunStatus
@@ -88,6 +89,14 @@ class RunRecord:
             clock=clock,
         )
         self.status: RunStatus | None = None  # once closed
+        self.faults: list[Fault] = []  # what the cluster did to the run, as it happened
+
+    def fault(self, fault: Fault) -> None:
+        """A node lost or an engine restarted, its chunks requeued: the row says so at once,
+        so `status` shows it while the run goes on."""
+        self.faults.append(fault)
+        if self.status is None:
+            self._write(RunStatus.RUNNING, finished_at=None)
 
     def __enter__(self) -> RunRecord:
         self._write(RunStatus.RUNNING, finished_at=None)
@@ -131,4 +140,5 @@ class RunRecord:
             ),
             "cluster_address": facts.cluster_address,
             "status": status.value,
+            "faults_json": faults_json(self.faults),
         }

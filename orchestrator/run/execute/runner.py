@@ -219,7 +219,7 @@ def _drain(
         config.cluster, config.limits, config.exec_workers, checkpoint=config.checkpoint
     )
     benchmarks = {config.benchmark.name: prepared.benchmark}
-    dispatcher = Dispatcher(plan, benchmarks, run.writer, options, progress, stop)
+    dispatcher = Dispatcher(plan, benchmarks, run.writer, options, progress, stop, run.fault)
     try:
         return dispatcher.run()
     except (Interrupted, KeyboardInterrupt) as e:

@@ -75,6 +75,7 @@ class Replica:
     timeouts: int = 0
     gave_up: bool = False  # the watchdog killed it for good
     closed: bool = False
+    restarting: bool = False  # its process died and Ray restarts it: no chunk until it answers
 
     def saw(self, snapshot: Mapping[str, Any], now: float) -> None:
         """A progress report: new samples or tokens since the last one count as progress."""
@@ -97,6 +98,7 @@ class RunningUnit:
     instances: int = 0  # instances started so far (the next one's number)
     load_s: float | None = None  # an instance's load, as its first chunk reported it
     died: int = 0  # replicas whose process died beyond their restarts
+    restarts: int = 0  # new instances after its last replica died (at most cluster.max_retries)
 
     def live(self, instance: int | None = None) -> list[Replica]:
         return [
@@ -140,7 +142,7 @@ class RunningUnit:
         """Idle replicas in the order they take chunks: the oldest instance first (so newer
         ones run dry and give their GPUs back), the longest idle first within one (so a
         chain's chunks go round its replicas)."""
-        idle = [r for r in self.live() if r.in_flight is None]
+        idle = [r for r in self.live() if r.in_flight is None and not r.restarting]
         return sorted(idle, key=lambda r: (r.instance, r.idle_since, r.index))
 
     def state(self) -> UnitState:
@@ -293,6 +295,25 @@ class StartQueue:
 
     def release(self, engine_key: str, instance: int) -> None:
         self.held.pop((engine_key, instance), None)
+
+
+def start_queue(
+    units: Sequence[EngineUnit], resources: Mapping[str, float], cluster: ClusterSpec
+) -> tuple[StartQueue, list[tuple[EngineUnit, ClusterError]]]:
+    """Every unit waiting for its GPUs on a cluster of Ray's `resources`, in plan order, and
+    the units no GPU count of this cluster can hold, with why."""
+    cluster_gpus = float(resources.get("GPU", 0))
+    if cluster_gpus <= 0 and units:
+        logger.info("the cluster has no GPUs: engines run on CPU")
+    memory = gpu_memory_gb(resources)
+    starts, unfit = StartQueue(math.floor(cluster_gpus)), []
+    for rank, unit in enumerate(units):
+        starts.rank[unit.engine_key] = rank
+        try:
+            starts.waiting.append(unit_shape(unit, cluster_gpus, memory, cluster))
+        except ClusterError as e:
+            unfit.append((unit, e))
+    return starts, unfit
 
 
 def unit_queue(
