@@ -284,11 +284,11 @@ def test_units_spread_over_two_nodes_and_a_killed_node_is_resumed(env, tmp_path)
     head_node, address, _ = next(head_gen)
     nodes, workers = [head_node], []
     try:
-        for name in ("worker-a", "worker-b"):
+        for name in ("worker-a", "worker-b"):  # one at a time: a loaded GCS times a node out
             args = [f"--address={address}", "--node-ip-address=127.0.0.1"]
             workers.append(start_node(args, tmp_path / f"{name}.log"))
-        nodes += workers
-        wait_for(lambda: cluster_nodes(address) >= 3, "the worker nodes", nodes)
+            nodes.append(workers[-1])
+            wait_for(lambda: cluster_nodes(address) >= len(nodes), f"{name} to join", nodes)
         survivor, doomed = workers
         store = tmp_path / "store"
         command = ["run", *GRID, f"cluster.address={address}", f"store={store}"]
