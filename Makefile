@@ -24,7 +24,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
 
 .PHONY: install test test-all test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
-	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-store lint \
+	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-reliability bench-store lint \
 	format typecheck clean
 
 install: $(STAMP)
@@ -141,6 +141,11 @@ bench-replicas: $(STAMP)
 # SIGKILL a tiny-model grid 10 times at random moments, resume it, compare with a clean run.
 bench-kill-resume: $(STAMP)
 	$(BIN)/python perf/kill_resume.py
+
+# Ray job stops at random moments (10) and worker nodes SIGKILLed mid-unit (3), each run to the
+# end: runs finished, settings complete, duplicates, committed chunks lost, programs equal.
+bench-reliability: $(STAMP)
+	$(BIN)/python perf/reliability.py
 
 # Stores of 660 and 6,000 settings (11 and 100 models x paper60), compacted: status, plan,
 # report, verify, pandas and DuckDB side by side (STORE_SIZES=660,6000,20000 for the curve).
