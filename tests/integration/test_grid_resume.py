@@ -74,10 +74,6 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     proc.wait(30)
     time.sleep(2)
     assert alive_in_group(proc.pid) == []
-    # Ray's services and workers, in process groups of their own, die with the driver: GCS and
-    # raylet at once (PDEATHSIG), the workers with raylet, and raylet's two agents when their
-    # report of raylet's death to the gone GCS times out (60 s in Ray's code)
-    assert left_behind(*marker, timeout_s=RAY_AGENTS_EXIT_S) == []
     before = complete_keys(store)
     assert 3 <= len(before) < 12
     # the dead run never closed its record: status says it was interrupted, not running
@@ -118,3 +114,9 @@ def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
 
     status = run_to_end(["status", "--store", str(store), "--json"], env)
     assert '"complete": 12' in status
+
+    # Ray's services and workers, in process groups of their own, die with the killed driver:
+    # GCS and raylet at once (PDEATHSIG), the workers with raylet, and raylet's two agents when
+    # their report of raylet's death to the gone GCS times out (60 s in Ray's code). Checked
+    # last, so that the runs above use that minute (they start Ray instances of their own).
+    assert left_behind(*marker, timeout_s=RAY_AGENTS_EXIT_S) == []

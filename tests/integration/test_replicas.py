@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orchestrator.cli import main
 from storage.store import TEMP_PREFIX
@@ -38,6 +39,9 @@ def run(args, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+# The chunks of greedy and per-sample settings go round the replicas by the path the harness
+# stream's test below takes with a stream state too
+@pytest.mark.slow
 def test_two_replicas_give_the_outputs_of_one(env, capsys, tmp_path):
     """Greedy and per-sample-seeded sampling on the tiny model, chunks of one problem spread
     over two replicas, against one replica."""
