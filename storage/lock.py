@@ -88,6 +88,10 @@ def local_writer_active(root: str) -> bool:
 # belongs to a driver that is gone (hard-killed, its node or pod deleted, `ray job stop`'s
 # SIGKILL) and is taken over. A holder that keeps renewing is never taken over.
 LEASE_S = 60.0
+# Reads of a lock object that finds none or no lease before it counts as lost (`seen_held`),
+# waiting 0.1 s, then 0.2 s between them: a torn read lasts as long as one PUT.
+TORN_READS = 3
+TORN_READ_WAIT_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -169,11 +173,28 @@ class Lease:
         self._thread = threading.Thread(target=self._renew, name="store-lease", daemon=True)
         self._thread.start()
 
+    def seen_held(self) -> tuple[bool, str | None]:
+        """Whether the lock object still holds this lease, and its content. A read that finds
+        no object or text that is no lease at all is read again: an object store's read of an
+        object being replaced can see the old size with the new bytes (a HEAD, then a ranged
+        GET), so a renewal under way can look like a torn lock; another driver's whole lease,
+        or an object gone three reads running, is a loss."""
+        seen = None
+        for attempt in range(TORN_READS):
+            seen = read_lock(self.fs, self.path)
+            if self.holds(seen):
+                return True, seen
+            if seen is not None and Holder.parse(seen).id is not None:
+                return False, seen
+            if attempt + 1 < TORN_READS:
+                time.sleep(TORN_READ_WAIT_S * (attempt + 1))
+        return False, seen
+
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                seen = read_lock(self.fs, self.path)
-                if not self.holds(seen):
+                held, seen = self.seen_held()
+                if not held:
                     self.lost = f"the lock now holds {Holder.parse(seen or '').describe()}"
                     logger.error("store %s: writer lock lost: %s", self.uri, self.lost)
                     return
@@ -184,7 +205,7 @@ class Lease:
 
     def check(self) -> None:
         """Raise LeaseLost unless this process still holds the lock (before every commit)."""
-        if self.lost is None and not self.holds(read_lock(self.fs, self.path)):
+        if self.lost is None and not self.seen_held()[0]:
             self.lost = "the lock object no longer holds this driver's lease"
         if self.lost is not None:
             raise LeaseLost(

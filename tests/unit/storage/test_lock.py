@@ -4,6 +4,7 @@ before every commit. On fsspec's in-memory filesystem (an object store without a
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
@@ -148,3 +149,40 @@ def test_a_commit_during_a_renewal_finds_the_lease_still_held(store):
             renewal.join(30)
         lease.check()
     assert lock_text(store) is None  # released: the object held this lease's last renewal
+
+
+class TornLockReads:
+    """A filesystem whose first `torn` reads of the lock object return its bytes cut short: an
+    object store's read (the size by a HEAD, then a ranged GET) of an object a renewal is
+    replacing with a longer one."""
+
+    def __init__(self, fs, path: str, torn: int):
+        self.fs, self.path, self.torn = fs, path, torn
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+    def open_input_stream(self, path):
+        stream = self.fs.open_input_stream(path)
+        if path != self.path or self.torn == 0:
+            return stream
+        self.torn -= 1
+        with stream:
+            return io.BytesIO(stream.read()[:-3])
+
+
+def test_a_torn_read_of_the_lock_during_a_renewal_is_read_again(store):
+    """A commit's check (and a renewal's) that reads the lock object torn reads it again
+    instead of stopping the run with LeaseLost (it did, on a Ray job's resumed driver with a
+    5 s lease on the S3 stand-in); a lock object torn on every read is a loss."""
+    with store.writer_lock():
+        lease = store._lease
+        real = lease.fs
+        lease.fs = TornLockReads(real, lease.path, torn=2)
+        lease.check()  # no LeaseLost
+        store.write_rows("settings", "k1", rows("k1"))
+        assert lease.fs.torn == 0
+        lease.fs = TornLockReads(real, lease.path, torn=100)
+        with pytest.raises(LeaseLost, match="no longer holds"):
+            lease.check()
+        lease.fs = real
