@@ -10,6 +10,7 @@ the endpoint in AWS_ENDPOINT_URL with a plain `s3://bucket/prefix`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -83,9 +85,10 @@ def _start_moto() -> tuple[subprocess.Popen, str]:
     pytest.fail("moto_server did not start")
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    """A moto S3 server on a free local port with one bucket; stopped by its own handle."""
+@contextlib.contextmanager
+def moto_bucket() -> Iterator[str]:
+    """A moto S3 server on a free local port with one bucket, its credentials in this process's
+    environment (restored after); its endpoint. Stopped by its own handle."""
     saved = {k: os.environ.get(k) for k in CREDENTIALS}
     os.environ.update(CREDENTIALS)  # pyarrow's S3 client reads them when it is created
     proc, endpoint = _start_moto()
@@ -107,6 +110,12 @@ def s3_endpoint():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    with moto_bucket() as endpoint:
+        yield endpoint
 
 
 def s3_uri(endpoint: str, prefix: str) -> str:

@@ -51,7 +51,7 @@ import pytest
 
 from storage.index import build_index
 from storage.store import LOCK_OBJECT, TEMP_PREFIX, Store
-from tests.integration.test_object_store import BUCKET, CREDENTIALS, _start_moto
+from tests.integration.test_object_store import BUCKET, CREDENTIALS, moto_bucket
 from tests.processes import alive_with_env, left_behind, run_marker
 
 pytest.importorskip("transformers")
@@ -235,29 +235,10 @@ def _answers(node: Head) -> bool:
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory) -> Iterator[str]:
-    """A moto S3 server with one bucket; its endpoint. Stopped by its own handle."""
-    saved = {k: os.environ.get(k) for k in CREDENTIALS}
-    os.environ.update(CREDENTIALS)  # pyarrow's S3 client in this process reads them
-    proc, endpoint = _start_moto()
-    try:
-        fs, _ = pafs.FileSystem.from_uri(
-            f"s3://{BUCKET}?endpoint_override={endpoint}&scheme=http&allow_bucket_creation=true"
-        )
-        fs.create_dir(BUCKET)
+def s3() -> Iterator[str]:
+    """The object store's stand-in: a moto S3 server with one bucket; its endpoint."""
+    with moto_bucket() as endpoint:
         yield endpoint
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
