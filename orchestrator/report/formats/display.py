@@ -13,7 +13,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -115,26 +115,13 @@ def cell_text(name: str, column: str, row: Mapping[str, Any]) -> str:
     return f"{text} {interval}" if interval else text
 
 
-def scored_problems(data: ReportData) -> dict[str, list[int]]:
-    """Per benchmark, the numbers of problems the grid's scored settings hold (none without a
-    grid table)."""
-    grid = next((t.frame for t in data.tables if t.name == "grid"), None)
-    if grid is None or grid.empty:
-        return {}
-    scored = grid[grid["score_pct"].notna() & grid["n_problems"].notna()]
-    out: dict[str, list[int]] = {}
-    for benchmark, n in zip(scored["benchmark"], scored["n_problems"], strict=True):
-        out.setdefault(str(benchmark), []).append(int(n))
-    return out
-
-
 def phrases(data: ReportData) -> dict[str, str]:
     """The card-driven words the descriptions are written with (report/wording.py), the scale
     in the problems the store's settings hold."""
     cards = data.cards
     return {
         "metric": wording.metric(cards),
-        "scale": wording.scale(cards, scored_problems(data)),
+        "scale": wording.scale(cards, data.scored_problems),
         "reproduced": wording.reproduced(cards),
         "near": wording.near(cards),
         "matching": wording.matching(cards),
@@ -195,6 +182,17 @@ class Part:
     group: str | None
     frame: pd.DataFrame
     rows: list[dict[str, Any]]
+    _texts: dict[tuple[str, str], list[str]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def texts(self, name: str, column: str) -> list[str]:
+        """`cell_text` of `column` for each row of the part, made once for every format that
+        shows the part (md and html show the same cells)."""
+        key = (name, column)
+        if key not in self._texts:
+            self._texts[key] = [cell_text(name, column, row) for row in self.rows]
+        return self._texts[key]
 
 
 class TableParts:

@@ -25,7 +25,6 @@ from orchestrator.report.formats.catalogue import display_of, header, shown_colu
 from orchestrator.report.formats.display import (
     Part,
     TableParts,
-    cell_text,
     description,
     is_missing,
     notes_after,
@@ -108,8 +107,9 @@ def _hover(hover: pd.DataFrame | None, index: Any, column: str) -> str:
 SettingLink = Callable[[str], str | None]  # a setting key -> the page that shows it (or None)
 
 
-def _cell(name: str, column: str, record: Mapping[str, Any], link: SettingLink | None) -> str:
-    text = breakable(cell_text(name, column, record))
+def _cell(shown: str, column: str, record: Mapping[str, Any], link: SettingLink | None) -> str:
+    """A cell's html from its text as shown (`Part.texts`)."""
+    text = breakable(shown)
     key = record.get(column) if column == "setting_key" else None
     href = link(str(key)) if link is not None and isinstance(key, str) and key else None
     return f'<a href="{html.escape(href)}">{text}</a>' if href else text
@@ -129,12 +129,13 @@ def html_table(
     cols = shown_columns(frame, name, group_by, table.frame)
     head = "".join(f"<th>{_head(name, c)}</th>" for c in cols)
     body = []
+    texts = [part.texts(name, c) for c in cols]
     for i, (index, record) in enumerate(zip(frame.index, part.rows, strict=True)):
         cells = []
-        for c in cols:
+        for c, shown in zip(cols, texts, strict=True):
             cls = ' class="num"' if _is_number(record.get(c)) else ""
             tip = _hover(table.hover, index, c) if table.hover is not None else ""
-            cells.append(f"<td{cls}{tip}>{_cell(name, c, record, setting_link)}</td>")
+            cells.append(f"<td{cls}{tip}>{_cell(shown[i], c, record, setting_link)}</td>")
         parity = ' class="odd"' if i % 2 else ""
         body.append(f"<tr{parity}>{''.join(cells)}</tr>" + _details(name, record, len(cols)))
     out = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

@@ -9,7 +9,6 @@ CSV has its header even when the table has no rows.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from orchestrator.report.formats import plots
@@ -25,7 +25,6 @@ from orchestrator.report.formats.catalogue import display_of, header, shown_colu
 from orchestrator.report.formats.display import (
     Part,
     TableParts,
-    cell_text,
     description,
     notes_after,
     sentence_list,
@@ -66,8 +65,9 @@ def _md_table(table: ReportTable, part: Part) -> str:
         "| " + " | ".join(header(table.name, c) for c in cols) + " |",
         "|" + "---|" * len(cols),
     ]
-    for row in part.rows:
-        lines.append("| " + " | ".join(esc(cell_text(table.name, c, row)) for c in cols) + " |")
+    columns = [part.texts(table.name, c) for c in cols]
+    for cells in zip(*columns, strict=True):
+        lines.append("| " + " | ".join(esc(text) for text in cells) + " |")
     return "\n".join(lines)
 
 
@@ -156,7 +156,16 @@ def render_json(data: ReportData) -> str:
             for t in data.tables
         },
     }
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    return json_text(doc)
+
+
+def json_text(doc: Any) -> str:
+    """`doc` as indented JSON. orjson: the standard library indents in pure Python (`json`'s C
+    encoder serves only `indent=None`), and report.json holds a row per setting and comparison.
+    The values `json.dumps(doc, indent=2, default=str)` writes (tested), except that non-ASCII
+    text is UTF-8, floats take their shortest form (1e-5) and an infinity is null (standard
+    JSON has none: `json` wrote `Infinity`, which JSON.parse and jq refuse)."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n"
 
 
 def write_csvs(data: ReportData, out_dir: Path) -> list[Path]:

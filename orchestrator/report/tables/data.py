@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -105,6 +106,20 @@ class ReportData:
     # The settings left out for damaged files (`ReportOptions.left_out`): the first screen's
     # first lines, the first notes, and report.json's `left_out`
     left_out: tuple[str, ...] = ()
+
+    @cached_property
+    def scored_problems(self) -> dict[str, list[int]]:
+        """Per benchmark, the numbers of problems the grid's scored settings hold (none without
+        a grid table). Every table's description says the scale in them, in every format: read
+        from the grid once per report, not once per description."""
+        grid = next((t.frame for t in self.tables if t.name == "grid"), None)
+        if grid is None or grid.empty:
+            return {}
+        scored = grid[grid["score_pct"].notna() & grid["n_problems"].notna()]
+        out: dict[str, list[int]] = {}
+        for benchmark, n in zip(scored["benchmark"], scored["n_problems"], strict=True):
+            out.setdefault(str(benchmark), []).append(int(n))
+        return out
 
     def table(self, name: str) -> pd.DataFrame:
         for t in self.tables:

@@ -31,3 +31,20 @@ def test_json_rows_are_each_cells_json_value():
         assert [type(v) for v in g.values()] == [type(v) for v in w.values()]
     assert json.dumps(got, indent=2, default=str) == json.dumps(want, indent=2, default=str)
     assert render._json_rows(frame.iloc[:0]) == []
+
+
+def test_json_text_holds_what_the_standard_encoder_writes_indented():
+    doc = {
+        "store": "results/β",
+        "options": {"baseline": {"template": "own"}, "n_resamples": 10_000, "seed": 0},
+        "rows": [
+            {"p": 7.62939453125e-05, "tiny": 1.9073486328125e-06, "n": 3, "none": None},
+            {"count": np.int64(4), "flag": True, "text": 'StarChat-β "q"\n', "list": [1, 2.5]},
+        ],
+        "empty": {},
+    }
+    text = render.json_text(doc)
+    assert json.loads(text) == json.loads(json.dumps(doc, indent=2, default=str))
+    assert text.endswith("}\n") and '\n  "options": {\n    "baseline": {' in text
+    assert "StarChat-β" in text and "e-6" in text  # UTF-8 and the shortest float
+    assert json.loads(render.json_text({"x": math.inf}))["x"] is None  # not `Infinity`
