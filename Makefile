@@ -19,13 +19,9 @@ PYTEST_ARGS ?=
 # The suite runs on every core this machine has (pytest-xdist; a test file's tests stay on one
 # worker, so a module's expensive fixture, a real run it compares against, is built once), each
 # test under a time limit that a hang reaches (pytest-timeout fails it with every thread's
-# stack), and the slowest 25 tests are printed. Files are handed out in the order they are
-# collected, tests/integration first: xdist's default sorts them by their number of tests, which
-# left the files of one or two long real runs to the end, one after another on one worker while
-# the other had nothing left.
+# stack), and the slowest 25 tests are printed.
 PYTEST_WORKERS ?= auto
-PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --timeout 900 \
-	--durations 25
+PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
 
 .PHONY: install test test-all test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
 	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-reliability bench-store lint \

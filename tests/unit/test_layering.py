@@ -66,6 +66,7 @@ REPORT_ALLOWED = frozenset(
         "pandas",
         "pyarrow",
         "matplotlib",
+        "orjson",
         "mlflow",
         "orchestrator.errors",
         "orchestrator.analysis",
