@@ -20,6 +20,16 @@ def data_dir() -> Path:
     return path
 
 
+def pytest_configure(config) -> None:
+    """Without REPROGRID_DATA_DIR, the sibling folder the fixtures use is the one the project's
+    own config reads too (a report reads its card's literature through `paths.data_dir`):
+    set for the session, so that an in-process command and a fixture never disagree."""
+    if not os.environ.get("REPROGRID_DATA_DIR"):
+        fallback = REPO_ROOT.parent / "shared" / "data"
+        if (fallback / "humanevalpack-python.jsonl").is_file():
+            os.environ["REPROGRID_DATA_DIR"] = str(fallback)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return data_dir()
