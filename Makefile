@@ -35,11 +35,13 @@ install: $(STAMP)
 SOURCE_LOCK := build/.source.lock
 
 # uv installs the lock: it resolves and installs the same packages as pip (`pip freeze` of two
-# fresh venvs, one from each, is equal) about eight times faster, which is most of a clean
-# install. torch comes from pip first, whose configuration knows where the CPU wheel lies; uv
-# keeps the installed torch, which the constraints pin.
+# fresh venvs, one from each, is equal) in a fraction of pip's time. torch comes from pip first,
+# whose configuration knows where the CPU wheel lies; uv keeps the installed torch, which the
+# constraints pin. --compile-bytecode writes the .pyc files pip writes: without them every
+# process that does not write its own (the sandbox's `python -B`, Ray's workers) compiles its
+# imports from source each time it starts.
 UV_VERSION := 0.13.10
-UV_INSTALL := $(BIN)/uv pip install -q --python $(BIN)/python
+UV_INSTALL := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 
 $(STAMP): pyproject.toml requirements/lock.txt requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -94,7 +96,8 @@ test-driver:
 	  exit 1; }
 	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
 	$(DRIVER_PY) -m pip install -q -U pip uv==$(UV_VERSION)
-	$(DRIVER_DIR)/venv/bin/uv pip install -q --python $(DRIVER_PY) --no-deps -r requirements/driver.txt
+	$(DRIVER_DIR)/venv/bin/uv pip install -q --compile-bytecode --python $(DRIVER_PY) --no-deps \
+	  -r requirements/driver.txt
 	flock $(SOURCE_LOCK) $(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . \
 	  > $(DRIVER_DIR)/wheel.log 2>&1 \
 	  || { cat $(DRIVER_DIR)/wheel.log; exit 1; }
