@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from tests.ports import free_ports
 
 pytest.importorskip("ray")
 
@@ -43,23 +44,22 @@ NODE_ENV = {
 GPU_LIBRARIES = ("torch", "transformers", "vllm", "bitsandbytes", "accelerate")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Every port a node opens, chosen free, so nodes (ours and other people's) never collide; a head
+# opens three more.
+NODE_PORTS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+)
+HEAD_PORTS = ("--port", "--dashboard-port", "--ray-client-server-port")
 
 
-def node_ports() -> list[str]:
-    """Every port a node opens, chosen free, so nodes (ours and other people's) never collide."""
-    names = (
-        "node-manager",
-        "object-manager",
-        "dashboard-agent-listen",
-        "dashboard-agent-grpc",
-        "runtime-env-agent",
-        "metrics-export",
-    )
-    return [f"--{name}-port={free_port()}" for name in names]
+def node_ports(flags: tuple[str, ...] = NODE_PORTS) -> dict[str, int]:
+    """A distinct free port for each flag."""
+    return dict(zip(flags, free_ports(len(flags)), strict=True))
 
 
 def session_members(sid: int) -> list[int]:
@@ -120,7 +120,9 @@ class RayNode:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_node(args: list[str], log: Path, gpus: int = 1) -> RayNode:
+def start_node(
+    args: list[str], log: Path, gpus: int = 1, ports: dict[str, int] | None = None
+) -> RayNode:
     # A short temp dir: Ray puts unix sockets under it (path length limit).
     temp_dir = tempfile.mkdtemp(prefix="rg-ray-")
     cmd = [
@@ -132,7 +134,7 @@ def start_node(args: list[str], log: Path, gpus: int = 1) -> RayNode:
         "--object-store-memory=200000000",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}",
-        *node_ports(),
+        *(f"{flag}={port}" for flag, port in (ports or node_ports()).items()),
         *args,
     ]
     with log.open("w") as out:
@@ -180,21 +182,16 @@ def head(tmp_path):
 
 
 def started_head(tmp_path: Path, gpus: int):
-    port, client_port = free_port(), free_port()
+    ports = node_ports(NODE_PORTS + HEAD_PORTS)
     node = start_node(
-        [
-            "--head",
-            f"--port={port}",
-            "--node-ip-address=127.0.0.1",
-            "--include-dashboard=false",
-            f"--dashboard-port={free_port()}",
-            f"--ray-client-server-port={client_port}",
-        ],
+        ["--head", "--node-ip-address=127.0.0.1", "--include-dashboard=false"],
         tmp_path / "head.log",
         gpus,
+        ports,
     )
+    client_port = ports["--ray-client-server-port"]
     try:
-        address = f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{ports['--port']}"
         wait_for(lambda: cluster_nodes(address) >= 1, "the head", [node])
         yield node, address, f"ray://127.0.0.1:{client_port}"
     finally:

@@ -41,6 +41,7 @@ from storage.store import (
     StoreLocked,
 )
 from storage.verify import verify_store
+from tests.ports import free_port
 from tests.unit.storage.damage import flip_data_page_bit, garbage_in_data
 
 # find_spec, not import: importing moto.server loads Flask into this process, and a Werkzeug
@@ -55,12 +56,6 @@ CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_EC2_METADATA_DISABLED": "true",  # never ask an instance-metadata service for a region
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start_moto() -> tuple[subprocess.Popen, str]:

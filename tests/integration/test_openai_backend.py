@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
+from tests.ports import free_port
 from workers.backends.openai import OPENAI, PRECISION_REASON, OpenAIOptions
 from workers.benchmarks.humanevalfix.adapter import HumanEvalFix
 from workers.keys import setting_key
@@ -53,12 +53,6 @@ FIELDS = (
     "decode_mismatch",
 )
 SERVER_START_S = 900  # a cold start on two busy cores (imports, engine core, warm-up)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _healthy(port: int) -> bool:

@@ -33,7 +33,6 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,7 @@ import pytest
 from storage.index import build_index
 from storage.store import LOCK_OBJECT, TEMP_PREFIX, Store
 from tests.integration.test_object_store import BUCKET, CREDENTIALS, moto_bucket
+from tests.ports import free_ports
 from tests.processes import alive_with_env, left_behind, run_marker
 
 pytest.importorskip("transformers")
@@ -138,12 +138,6 @@ sys.exit(main(sys.argv[4:]))
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class Head:
     """A Ray head with its dashboard: `ray start --head --block` in a session of its own."""
@@ -184,7 +178,7 @@ def start_head(log: Path) -> Head:
         "metrics-export",
         "ray-client-server",
     )
-    dashboard_port = free_port()
+    dashboard_port, gcs_port, *node = free_ports(2 + len(ports))
     marker = run_marker()
     with log.open("w") as out:
         proc = subprocess.Popen(
@@ -193,7 +187,7 @@ def start_head(log: Path) -> Head:
                 "start",
                 "--head",
                 "--block",
-                f"--port={free_port()}",
+                f"--port={gcs_port}",
                 "--include-dashboard=true",
                 "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={dashboard_port}",
@@ -203,7 +197,7 @@ def start_head(log: Path) -> Head:
                 "--object-store-memory=200000000",
                 "--disable-usage-stats",
                 f"--temp-dir={temp_dir}",
-                *(f"--{name}-port={free_port()}" for name in ports),
+                *(f"--{name}-port={port}" for name, port in zip(ports, node, strict=True)),
             ],
             env={**os.environ, **NODE_ENV, marker[0]: marker[1]},
             stdout=out,
