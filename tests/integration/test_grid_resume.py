@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.processes import alive_in_group, left_behind, run_marker
 
@@ -60,6 +61,10 @@ def run_to_end(args, env, timeout=600) -> str:
     return out
 
 
+# test_checkpoints.py SIGKILLs a real tiny-model run mid-setting and checks what this one does
+# (the interrupted record, exactly-once results, the outputs of an uninterrupted run, nothing of
+# its Ray left behind); this is its repeat on a wider grid over fake GPUs.
+@pytest.mark.slow
 def test_sigkill_mid_grid_then_resume_completes_exactly_once(env, tmp_path):
     store = tmp_path / "store"
     args = ["run", *GRID, f"store={store}"]
