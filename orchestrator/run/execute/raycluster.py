@@ -89,11 +89,11 @@ def services_in_their_own_process_groups() -> Iterator[None]:
             kwargs.setdefault("process_group", 0)  # setpgid(0, 0) in the child, before exec
             super().__init__(*args, **kwargs)
 
-    services.ConsolePopen = OwnGroupPopen  # type: ignore[misc]  # a class name, rebound
+    services.ConsolePopen = OwnGroupPopen  # a class name, rebound
     try:
         yield
     finally:
-        services.ConsolePopen = original  # type: ignore[misc]
+        services.ConsolePopen = original
 
 
 @contextlib.contextmanager
