@@ -22,6 +22,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -539,3 +540,19 @@ def write_view_store(root: str) -> list[str]:
         write_setting(store, other, n_problems=len(VIEW_STATES), tag=tag)
     _write_run(store, keys)
     return [keys[2], keys[0], keys[3], keys[1]]
+
+
+def complete_keys(store: str | Path) -> set[str]:
+    """The setting keys a live store holds complete: none while its settings folder is missing or
+    its first shard is still a temporary file (a run writing it as the test polls)."""
+    import pandas as pd
+
+    if not (Path(store) / "settings").is_dir():
+        return set()
+    try:
+        frame = pd.read_parquet(Path(store) / "settings")
+    except (OSError, ValueError):
+        return set()
+    if "status" not in frame.columns:
+        return set()
+    return set(frame[frame.status == "complete"].setting_key)

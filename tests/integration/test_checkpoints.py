@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.store import TEMP_PREFIX
+from tests.fixtures_store import complete_keys
 from tests.processes import alive_in_group, left_behind, run_marker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,19 +66,6 @@ def chunk_files(store: Path) -> dict[str, bytes]:
         return {}
     files = folder.glob("*~*.parquet")
     return {p.name: p.read_bytes() for p in files if not p.name.startswith(TEMP_PREFIX)}
-
-
-def complete_keys(store: Path) -> set[str]:
-    """The settings stored complete (none while the first settings shard is being written)."""
-    if not (store / "settings").is_dir():
-        return set()
-    try:
-        frame = pd.read_parquet(store / "settings")
-    except (OSError, ValueError):
-        return set()
-    if "status" not in frame.columns:
-        return set()
-    return set(frame[frame.status == "complete"].setting_key)
 
 
 def wait_for_chunks(proc: subprocess.Popen, store: Path, n: int, timeout: float = 600) -> None:

@@ -9,11 +9,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests.fixtures_store import complete_keys
 from tests.processes import alive_in_group, left_behind, run_marker
 
 GRID = [
@@ -40,18 +40,6 @@ def reprogrid(args, env, **kwargs) -> subprocess.Popen:
         start_new_session=True,  # its own process group: the test kills the driver and its Ray
         **kwargs,
     )
-
-
-def complete_keys(store: Path) -> set[str]:
-    if not (store / "settings").is_dir():
-        return set()
-    try:
-        frame = pd.read_parquet(store / "settings")
-    except (OSError, ValueError):
-        return set()
-    if "status" not in frame.columns:  # the folder exists, its first shard is still a temp file
-        return set()
-    return set(frame[frame.status == "complete"].setting_key)
 
 
 def run_to_end(args, env, timeout=600) -> str:
