@@ -20,8 +20,6 @@ from workers.session import EngineSession, SessionProgress
 from workers.spec import ChunkRequest, EngineSpec, SampleRecord, SettingFailure, SettingGenerations
 
 
-# Ray's typed overload for `ray.remote(**options)` (ray 2.60) leaves out some options Ray
-# accepts at runtime, the actor option concurrency_groups among them.
 @ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"progress": 1})
 class EngineWorker:
     """Holds one engine for the life of its unit; killed by the driver when the unit is done,

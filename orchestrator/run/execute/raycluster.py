@@ -89,7 +89,7 @@ def services_in_their_own_process_groups() -> Iterator[None]:
             kwargs.setdefault("process_group", 0)  # setpgid(0, 0) in the child, before exec
             super().__init__(*args, **kwargs)
 
-    services.ConsolePopen = OwnGroupPopen  # a class name, rebound
+    services.ConsolePopen = OwnGroupPopen
     try:
         yield
     finally:
