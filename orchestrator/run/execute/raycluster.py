@@ -45,7 +45,7 @@ def start_ray(cluster: ClusterSpec) -> dict[str, Any]:
         logger.info("starting a local Ray instance")
         slots = cluster.num_cpus or os.cpu_count() or 1
         resources = {cluster.exec_resource: float(slots)} if cluster.exec_resource else None
-        with services_in_their_own_process_groups(), stop_signals_kept():
+        with services_in_their_own_process_groups(), stop_signals_kept(), no_idle_services():
             ctx = ray.init(
                 address="local",
                 num_cpus=cluster.num_cpus,
@@ -94,6 +94,40 @@ def services_in_their_own_process_groups() -> Iterator[None]:
         yield
     finally:
         services.ConsolePopen = original
+
+
+@contextlib.contextmanager
+def no_idle_services() -> Iterator[None]:
+    """While inside, a local instance starts without two services a private instance never
+    uses: the autoscaler's monitor (a private instance has no nodes to add) and the log monitor
+    (it forwards workers' output to drivers that ask for it; the driver passes
+    log_to_driver=False, and each worker's log file is still written). Each is a Python process
+    that imports Ray and polls for the instance's life: a run starts sooner and a machine with
+    few cores keeps them for its engines. `ray.init` takes no option for them, so the
+    parameters it builds the node from are given these two defaults."""
+    from ray._private import parameter
+
+    original = getattr(parameter, "RayParams", None)
+    fields = ("no_monitor", "include_log_monitor")
+    if original is None or not all(f in original.__init__.__code__.co_varnames for f in fields):
+        logger.warning(
+            "this Ray version builds its node differently: the local instance also starts "
+            "the autoscaler's monitor and the log monitor"
+        )
+        yield
+        return
+
+    class PrivateInstanceParams(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("no_monitor", True)
+            kwargs.setdefault("include_log_monitor", False)
+            super().__init__(*args, **kwargs)
+
+    parameter.RayParams = PrivateInstanceParams
+    try:
+        yield
+    finally:
+        parameter.RayParams = original
 
 
 @contextlib.contextmanager

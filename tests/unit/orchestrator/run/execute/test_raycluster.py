@@ -1,5 +1,6 @@
 """The local Ray instance a run starts (run/execute/raycluster.py): its services outside the
-driver's process group, so a signal to that group reaches the driver alone."""
+driver's process group, so a signal to that group reaches the driver alone, and none that a
+private instance never uses."""
 
 from __future__ import annotations
 
@@ -81,14 +82,15 @@ def test_a_signal_to_the_drivers_process_group_leaves_the_local_instance_running
 
 
 def test_the_services_start_outside_the_callers_process_group():
-    """Every process the local instance starts, and only while it starts."""
+    """Every process the local instance starts, and only while it starts; the autoscaler's
+    monitor and the log monitor are not among them, and tasks and actors run without them."""
     import ray
-    from ray._private import services
+    from ray._private import parameter, services
 
     from orchestrator.run.config.load import load_run_config
     from orchestrator.run.execute.raycluster import start_ray, stop_ray
 
-    original = services.ConsolePopen
+    original, params = services.ConsolePopen, parameter.RayParams
     if ray.is_initialized():
         pytest.skip("another test left Ray connected")
     before = set(_descendants(os.getpid()))
@@ -96,10 +98,25 @@ def test_the_services_start_outside_the_callers_process_group():
     try:
         assert info["started"]
         assert services.ConsolePopen is original  # put back after ray.init
+        assert parameter.RayParams is params
         started = set(_descendants(os.getpid())) - before
         assert started, "the local instance started no process"
         in_my_group = [pid for pid in started if _pgid(pid) == os.getpgrp()]
         assert in_my_group == []
+        scripts = {Path(arg).name for pid in started for arg in _cmdline(pid)}
+        assert "gcs_server" in scripts and "raylet" in scripts, scripts
+        assert not {"monitor.py", "log_monitor.py"} & scripts, scripts
+
+        @ray.remote(num_cpus=0)
+        class Echo:
+            def echo(self, value):
+                return value
+
+        @ray.remote(num_cpus=0)
+        def double(value):
+            return 2 * value
+
+        assert ray.get([Echo.remote().echo.remote(3), double.remote(4)], timeout=60) == [3, 8]
     finally:
         stop_ray()
 
@@ -121,6 +138,13 @@ def _descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    except OSError:
+        return []
 
 
 def _pgid(pid: int) -> int | None:
