@@ -83,20 +83,26 @@ demo: $(STAMP)
 # (docs/install.md): install requirements/driver.txt (--no-deps, then `pip check`: the lock is
 # complete and consistent on its own), build the wheel (a build warning fails), install it (not
 # editable), run the commands a laptop or login node runs, then the tests that need no GPU
-# library, from outside the checkout so that the installed wheel is what they import.
+# library, from outside the checkout so that the installed wheel is what they import. The
+# tests that read a finished store with DuckDB and polars (test_store_engines) read a copy of the
+# one this run made (REPROGRID_TEST_DRIVER_STORE) rather than make the same store again.
 DRIVER_DIR := build/py312
 DRIVER_PY := $(DRIVER_DIR)/venv/bin/python
 DRIVER_STORE := $(abspath $(DRIVER_DIR)/store)
 DRIVER_RUN := model=deepseekcoder-1.3b-instruct benchmark.limit=3 max_length=2048 \
 	backend=replay replay_path=$(abspath tests/fixtures/store_v1_replay.jsonl) \
-	template=own,instruct precision=bf16,fp16 cluster.num_cpus=2 store=$(DRIVER_STORE)
+	template=own,instruct,diff precision=bf16,fp16 cluster.num_cpus=2 store=$(DRIVER_STORE)
+# The venv lives for this one tier: rather than compile every module it installs up front (most
+# are never imported), each is compiled when first imported and kept, by processes allowed to
+# write their .pyc even where the environment says not to.
+test-driver: export PYTHONDONTWRITEBYTECODE :=
 test-driver:
 	@$(PYTHON312) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null || { \
 	  echo "test-driver: no Python 3.12 as '$(PYTHON312)' (set PYTHON312=/path/to/python3.12)" >&2; \
 	  exit 1; }
 	rm -rf $(DRIVER_DIR) && $(PYTHON312) -m venv $(DRIVER_DIR)/venv
 	$(DRIVER_PY) -m pip install -q -U pip uv==$(UV_VERSION)
-	$(DRIVER_DIR)/venv/bin/uv pip install -q --compile-bytecode --python $(DRIVER_PY) --no-deps \
+	$(DRIVER_DIR)/venv/bin/uv pip install -q --python $(DRIVER_PY) --no-deps \
 	  -r requirements/driver.txt
 	flock $(SOURCE_LOCK) $(DRIVER_PY) -m pip wheel -q --no-deps -w $(DRIVER_DIR)/dist . \
 	  > $(DRIVER_DIR)/wheel.log 2>&1 \
@@ -115,7 +121,8 @@ test-driver:
 	  'data/*/*/*/*.json'
 	cd $(DRIVER_DIR)/eee/literature && ../../venv/bin/every_eval_ever validate --format github \
 	  'data/*/*/*/*.json'
-	cd $(DRIVER_DIR) && PYTHONPATH=$(CURDIR)/tests/plugins venv/bin/python -m pytest -p gpu_free \
+	cd $(DRIVER_DIR) && REPROGRID_TEST_DRIVER_STORE=$(DRIVER_STORE) \
+	  PYTHONPATH=$(CURDIR)/tests/plugins venv/bin/python -m pytest -p gpu_free \
 	  --import-mode=append -m "not heavy and not gpu and not slow" $(PYTEST_RUN) $(PYTEST_ARGS) \
 	  $(addprefix $(CURDIR)/,$(DRIVER_TESTS))
 
