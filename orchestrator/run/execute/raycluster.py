@@ -5,6 +5,7 @@ that talks to Ray."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -75,25 +76,14 @@ def services_in_their_own_process_groups() -> Iterator[None]:
     PR_SET_PDEATHSIG), whatever their group."""
     from ray._private import services  # the Popen class every service is started with
 
-    original = getattr(services, "ConsolePopen", None)
-    if original is None:
-        logger.warning(
-            "this Ray version starts its services differently: a signal to the driver's "
-            "process group also reaches the local instance's processes"
-        )
+    with _constructed_with(
+        services,
+        "ConsolePopen",
+        {"process_group": 0},  # setpgid(0, 0) in each child, before exec
+        "this Ray version starts its services differently: a signal to the driver's process "
+        "group also reaches the local instance's processes",
+    ):
         yield
-        return
-
-    class OwnGroupPopen(original):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("process_group", 0)  # setpgid(0, 0) in the child, before exec
-            super().__init__(*args, **kwargs)
-
-    services.ConsolePopen = OwnGroupPopen
-    try:
-        yield
-    finally:
-        services.ConsolePopen = original
 
 
 @contextlib.contextmanager
@@ -107,27 +97,45 @@ def no_idle_services() -> Iterator[None]:
     parameters it builds the node from are given these two defaults."""
     from ray._private import parameter
 
-    original = getattr(parameter, "RayParams", None)
-    fields = ("no_monitor", "include_log_monitor")
-    if original is None or not all(f in original.__init__.__code__.co_varnames for f in fields):
-        logger.warning(
-            "this Ray version builds its node differently: the local instance also starts "
-            "the autoscaler's monitor and the log monitor"
-        )
+    with _constructed_with(
+        parameter,
+        "RayParams",
+        {"no_monitor": True, "include_log_monitor": False},
+        "this Ray version builds its node differently: the local instance also starts the "
+        "autoscaler's monitor and the log monitor",
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _constructed_with(
+    owner: Any, name: str, defaults: dict[str, Any], unsupported: str
+) -> Iterator[None]:
+    """While inside, the class Ray constructs as `owner.name` is a subclass whose constructor
+    takes `defaults` for the arguments it is not given. Where that class is missing or its
+    constructor takes no such argument, nothing is swapped and `unsupported` is logged."""
+    original = getattr(owner, name, None)
+    if original is None or not _accepts(original, defaults):
+        logger.warning(unsupported)
         yield
         return
 
-    class PrivateInstanceParams(original):  # type: ignore[misc, valid-type]
+    class WithDefaults(original):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("no_monitor", True)
-            kwargs.setdefault("include_log_monitor", False)
-            super().__init__(*args, **kwargs)
+            super().__init__(*args, **{**defaults, **kwargs})
 
-    parameter.RayParams = PrivateInstanceParams
+    setattr(owner, name, WithDefaults)
     try:
         yield
     finally:
-        parameter.RayParams = original
+        setattr(owner, name, original)
+
+
+def _accepts(cls: type, arguments: dict[str, Any]) -> bool:
+    parameters = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
+    return all(argument in parameters for argument in arguments)
 
 
 @contextlib.contextmanager

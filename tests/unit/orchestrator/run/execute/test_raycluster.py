@@ -121,6 +121,37 @@ def test_the_services_start_outside_the_callers_process_group():
         stop_ray()
 
 
+class Service:
+    def __init__(self, name: str, quiet: bool = False):
+        self.name, self.quiet = name, quiet
+
+
+def test_a_swapped_class_gets_its_defaults_unless_given_and_is_put_back(caplog):
+    from types import SimpleNamespace
+
+    from orchestrator.run.execute.raycluster import _constructed_with
+
+    owner = SimpleNamespace(Service=Service)
+    with _constructed_with(owner, "Service", {"quiet": True}, "unsupported"):
+        assert owner.Service("a").quiet is True
+        assert owner.Service("b", quiet=False).quiet is False
+        assert isinstance(owner.Service("c"), Service)
+    assert owner.Service is Service
+    assert "unsupported" not in caplog.text
+
+
+@pytest.mark.parametrize("name, defaults", [("Missing", {"quiet": True}), ("Service", {"loud": 1})])
+def test_a_class_missing_or_without_the_argument_is_left_alone_and_said(caplog, name, defaults):
+    from types import SimpleNamespace
+
+    from orchestrator.run.execute.raycluster import _constructed_with
+
+    owner = SimpleNamespace(Service=Service)
+    with _constructed_with(owner, name, defaults, "this Ray version differs"):
+        assert owner.Service is Service
+    assert "this Ray version differs" in caplog.text
+
+
 def _descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
