@@ -355,10 +355,10 @@ def replayed(plan: dict, scale: float, gpus: int, extra_s: float, work=None):
 
 def done_work(store: Path) -> dict[tuple[str, str], tuple[tuple[float, ...], float]]:
     """Each unit's work as its fake engines did it, by (model, precision): (each chain's
-    generation seconds, the other settings' together), from the settings rows. The engines sleep the plan's time of
-    one request times a jitter factor drawn from the prompt, so a setting of 4 problems does
-    not take the plan's mean: and the `instruct` template's prompts are the same for every
-    model, so its factors are too."""
+    generation seconds, the other settings' together), from the settings rows. The engines
+    sleep the plan's time of one request times a jitter factor drawn from the prompt, so a
+    setting of 4 problems does not take the plan's mean; and the `instruct` template's prompts
+    are the same for every model, so its factors are too."""
     from storage.store import Store
 
     frame = Store(str(store)).read_table("settings").to_pandas()
