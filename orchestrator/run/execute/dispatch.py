@@ -357,7 +357,7 @@ class Dispatcher:
             self._poll()
             pending = [*self._gen, *self._exec, *self._polls]
             if not pending:  # a waiting unit with nothing running to free its GPUs
-                raise ClusterError(f"{len(self._starts.waiting)} unit(s) can never start")
+                raise ClusterError(self._starts.never_starts())
             ready, _ = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
                 self._handle(ref)

@@ -290,6 +290,18 @@ class StartQueue:
         self.waiting = [w for w in self.waiting if id(w) not in started]
         return out
 
+    def never_starts(self) -> str:
+        """Why the waiting units cannot start, each named with the GPUs it needs: nothing
+        runs that would free GPUs for them (the nodes they need were lost, or never there)."""
+        free = self.capacity - sum(self.held.values())
+        needs = "; ".join(f"{engine_label(w.unit)} needs {w.gpus} GPU(s)" for w in self.waiting)
+        return (
+            f"{len(self.waiting)} unit(s) can never start: the cluster has {free} of "
+            f"{self.capacity} GPU(s) free and nothing running would free more: {needs}. Their "
+            "settings were not generated; what is stored is kept, and the same command, once "
+            "the cluster has those GPUs, generates them"
+        )
+
     def hold(self, engine_key: str, instance: int, gpus: int) -> None:
         self.held[(engine_key, instance)] = gpus
 

@@ -16,6 +16,7 @@ from orchestrator.run.execute.units import (
     RunningUnit,
     StartQueue,
     Waiting,
+    engine_label,
     gpu_memory_gb,
     replica_gpus,
     unit_replicas,
@@ -65,6 +66,18 @@ def test_first_instances_start_as_their_gpus_free_up(units):
     assert queue.due([]) == []  # one GPU free, b needs two
     queue.release(c.engine_key, 0)
     assert [w.unit for w in queue.due([])] == [b] and not queue.waiting  # type: ignore[union-attr]
+
+
+def test_units_that_can_never_start_are_each_named_with_the_gpus_they_need(units):
+    a, b, c = units
+    queue = StartQueue(2, [Waiting(b, 1, 2.0), Waiting(c, 2, 1.0)])
+    queue.hold(a.engine_key, 0, 1)  # a holds one GPU; the other node's GPU was lost
+    queue.capacity = 1
+    message = queue.never_starts()
+    assert message.startswith("2 unit(s) can never start: the cluster has 0 of 1 GPU(s) free")
+    assert f"{engine_label(b)} needs 2 GPU(s); {engine_label(c)} needs 2 GPU(s)" in message
+    assert engine_label(a) not in message
+    assert "what is stored is kept" in message
 
 
 def test_cpu_engines_all_start_at_once(units):
