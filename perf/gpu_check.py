@@ -32,16 +32,20 @@ from pathlib import Path
 # This checkout's packages first (Python puts perf/ on the path, not the repository root).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import yaml  # noqa: E402
+
 from orchestrator.analysis.cost import (  # noqa: E402
     GPUS,
     CostParams,
     DeviceSpec,
     EngineWork,
+    SettingWork,
+    estimate_engine,
     gpu_kind,
-    step_seconds,
 )
 from orchestrator.analysis.replicas import size_replicas  # noqa: E402
-from workers.spec import Dtype, Quant  # noqa: E402
+from orchestrator.run.config.specs import EstimateSpec  # noqa: E402
+from workers.spec import Dtype, LengthSemantics, Quant  # noqa: E402
 
 # SmolLM2-135M-Instruct's config.json (the shape; `vocab_size` included, as the head's read is
 # a fifth of a decode step's bytes).
@@ -57,10 +61,11 @@ SMOLLM2_SHAPE = {
     "rms_norm_eps": 1e-5,
     "tie_word_embeddings": True,
 }
-SIZE_B = 0.1345  # SmolLM2-135M's parameters, billions (the size its model config gives)
+ROOT = Path(__file__).resolve().parents[1]
+# Parameters, billions: what `plan` sizes SmolLM2 by (its model config).
+SIZE_B = float(yaml.safe_load((ROOT / "sweeps/model/smollm2-135m.yaml").read_text())["size_b"])
 MEASURES = ("batch1", "replicas", "batched", "int8", "int4")
-# The CPU as `plan` sizes it by default (estimate.cpu_bandwidth_gbps, estimate.cpu_gflops).
-CPU = DeviceSpec("cpu", 20.0, 0.09, 0.09, None, is_gpu=False)
+PROMPT_TOKENS = 12  # about what the tiny tokenizer makes of `requests`' prompts
 
 
 @dataclass(frozen=True)
@@ -187,8 +192,11 @@ def measure(job: Job, processes: int) -> float:
 
 
 def device_spec(device: str) -> tuple[DeviceSpec, str]:
-    if device == "cpu":
-        return CPU, "cpu (estimate.cpu_bandwidth_gbps=20)"
+    if device == "cpu":  # as `plan` sizes it by default
+        spec = EstimateSpec()
+        tflops = spec.cpu_gflops / 1000.0
+        cpu = DeviceSpec("cpu", spec.cpu_bandwidth_gbps, tflops, tflops, None, is_gpu=False)
+        return cpu, f"cpu (estimate.cpu_bandwidth_gbps={spec.cpu_bandwidth_gbps:g})"
     import torch
 
     name = torch.cuda.get_device_name(0)
@@ -201,18 +209,25 @@ def device_spec(device: str) -> tuple[DeviceSpec, str]:
 def predicted(
     device: DeviceSpec, dtype: Dtype, quant: Quant, batch: int, streams: int, tokens: int
 ) -> tuple[float, str]:
-    """The cost model's tokens/s: one stream's 1/step, times the replicas' gain; a batch of B
-    decodes B tokens per step, each step max(the weight read, the rows' compute)."""
-    params = CostParams()
-    work = EngineWork(SIZE_B, dtype, quant, False, False, 1, (), prompts_per_call=batch)
-    step = step_seconds(work, device, params)
-    if batch > 1:
-        peak = (device.tflops_32 if dtype is Dtype.FP32 else device.tflops_16) * 1e12
-        return batch / max(step, batch * 2.0 * SIZE_B * 1e9 / peak), "batched"
+    """The cost model's tokens/s for `streams` processes each decoding `batch` prompts of
+    `tokens` new tokens together: `estimate_engine`'s generation time of one process (prefill
+    and decode), times the replicas' gain (`size_replicas`)."""
+    params = CostParams(output_tokens=tokens)
+    calls = 64 * batch
+    setting = SettingWork((PROMPT_TOKENS,) * calls, 1, tokens, LengthSemantics.NEW_TOKENS)
+    work = EngineWork(SIZE_B, dtype, quant, False, False, 1, (setting,), prompts_per_call=batch)
+    cost = estimate_engine(work, device, params)
     sizing = size_replicas(
-        work, device, params, streams, batched=False, max_length=tokens + 16, sequences=1
+        work,
+        device,
+        params,
+        streams,
+        batched=False,
+        max_length=tokens + PROMPT_TOKENS,
+        sequences=1,
     )
-    return sizing.gain / step, f"cap {sizing.cap:.1f}, fit {sizing.fit}"
+    detail = "batched" if batch > 1 else f"cap {sizing.cap:.1f}, fit {sizing.fit}"
+    return sizing.gain * cost.output_tokens / cost.generate_s, detail
 
 
 def run(args: argparse.Namespace, folder: str, device: DeviceSpec) -> list[Line]:
