@@ -177,3 +177,15 @@ def execution_fields(
 
 def execution_key(setting: str, limits: SandboxLimits, environment: Mapping[str, str]) -> str:
     return sha256_hex(canonical_json(execution_fields(setting, limits, environment)))
+
+
+def execution_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two `execution_fields`, as "environment.isolation 'full' ->
+    'process'" (the limits as "limit.NAME")."""
+    changed = []
+    for part, label in (("limits", "limit"), ("environment", "environment")):
+        before, after = old.get(part, {}), new.get(part, {})
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                changed.append(f"{label}.{name} {before.get(name)!r} -> {after.get(name)!r}")
+    return changed

@@ -67,7 +67,11 @@ def test_an_old_store_generates_nothing_again_and_keeps_its_scores(env, capsys, 
     assert [{k: r[k] for k in g} for r, g in zip(after, generations, strict=True)] == generations
     scores = pq.read_table(store / "scores").to_pylist()
     assert sorted(round(r["pass_at_1"], 4) for r in scores) == before == [0.1667, 0.3333, 0.3333]
-    assert main(args) == 0  # now with an execution identity: nothing to do
+    # now with an execution identity: nothing to do (and, if not, the plan says why)
+    assert main(["plan", "--json", *args[2:]]) == 0
+    planned = [s for e in json.loads(capsys.readouterr().out)["engines"] for s in e["settings"]]
+    assert {s["action"] for s in planned} == {"done"}, [s["reason"] for s in planned]
+    assert main(args) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["generated"], again["executed"]) == (0, 0)
 

@@ -122,7 +122,7 @@ def check_isolation(limits: SandboxLimits) -> IsolationReport:
 
 def _probe_host() -> dict:
     root = os.geteuid() == 0
-    found = _run_probe()
+    found = _steady_probe(root)
     cgroups = cgroup_host() if root or found.get("user_namespace") else None
     version = cgroups.version if cgroups is not None else None  # None: no slot cgroups
     has_cgroup = version is not None
@@ -147,6 +147,35 @@ def _probe_host() -> dict:
         tool=TOOL,
     )
     return facts
+
+
+# How often a probe that found a step missing is run again before the host is taken to lack it.
+PROBE_TRIES = 3
+
+
+def _steady_probe(root: bool, tries: int = PROBE_TRIES) -> dict[str, bool]:
+    """The probe's steps, run again (up to `tries` in all) while a step a host of this kind has
+    is missing: the level a probe finds is recorded in the execution identity of everything
+    this process executes, so one probe that failed on a loaded host (a slow namespace, a lost
+    child) would weaken the sandbox and make the next run execute those settings again. Keeps
+    the run that found the most steps; says so when runs disagree. A host that really lacks a
+    step pays `tries` probes, once per process."""
+    expected = [
+        s for s in probe.ALL_STEPS if s != ("user_namespace" if root else "drop_privileges")
+    ]
+    runs = [_run_probe()]
+    while len(runs) < tries and not all(runs[-1].get(s) for s in expected):
+        runs.append(_run_probe())
+    best = max(runs, key=lambda found: sum(bool(found.get(s)) for s in probe.ALL_STEPS))
+    if any(r != best for r in runs):
+        lost = sorted({s for r in runs for s in expected if best.get(s) and not r.get(s)})
+        logger.warning(
+            "sandbox probe: %d runs disagreed (%s missing in some, found in another): kept "
+            "the run that found the most",
+            len(runs),
+            ", ".join(lost),
+        )
+    return best
 
 
 def _run_probe() -> dict[str, bool]:

@@ -31,7 +31,7 @@ from storage.store import Store
 from workers.benchmarks.base import Benchmark
 from workers.benchmarks.registry import get_benchmark
 from workers.execspec import ExecutionBatch, SandboxLimits
-from workers.keys import canonical_json, execution_fields, execution_key
+from workers.keys import canonical_json, execution_changes, execution_fields, execution_key
 from workers.spec import SampleRecord, SettingGenerations, SettingSpec
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ class StoreWriter:
         self._attempts: dict[str, int] = {}
         self._provenance: dict[str, dict[str, Any]] = {}
         self._execution: dict[str, dict[str, Any]] = {}  # execution identity, once executed
+        self._other_environments: set[str] = set()  # differences from the driver's, each told once
         self._counted: set[str] = set()  # settings whose generation attempt this run counted
         self._in_progress: set[str] = set()  # settings whose work this run has handed out
         # Each setting's generations shards: one listing of the table when first needed (what
@@ -269,13 +270,15 @@ class StoreWriter:
         environment they ran in. Returns the score row."""
         exec_rows = execution_rows(key, batch.records)
         fields = execution_fields(key, self.limits, batch.environment)
+        benchmark = self.benchmarks.get(setting.benchmark.name)
+        if benchmark is not None:
+            self._tell_other_environment(key, benchmark, fields)
         self._execution[key] = {
             "execution_key": execution_key(key, self.limits, batch.environment),
             "execution_json": canonical_json(fields),
         }
         self.store.write_rows("executions", key, exec_rows)
         gen_rows = self._generations(key)
-        benchmark = self.benchmarks.get(setting.benchmark.name)
         summary = benchmark.summarize(exec_rows) if benchmark is not None else None
         score = score_row(key, setting, gen_rows, exec_rows, summary)
         self.store.write_rows("scores", key, [score])
@@ -283,6 +286,26 @@ class StoreWriter:
         self._forget(key)
         self.n_executed += 1
         return score
+
+    def _tell_other_environment(
+        self, key: str, benchmark: Benchmark, fields: Mapping[str, Any]
+    ) -> None:
+        """Warn (once per difference) when a worker executed in another environment than the
+        one this run planned with (the driver's: a weaker sandbox on a worker, another
+        interpreter on a remote node). Its executions are stored as they ran, and the next
+        run's plan executes them again: this says why before that run does."""
+        planned = execution_fields(key, self.limits, benchmark.execution_environment(self.limits))
+        changes = execution_changes(planned, fields)
+        text = "; ".join(changes)
+        if not changes or text in self._other_environments:
+            return
+        self._other_environments.add(text)
+        logger.warning(
+            "setting %s executed in another environment than this run planned (%s): stored "
+            "as it ran, so the next run executes such settings again",
+            key[:12],
+            text,
+        )
 
     def repeat_checked(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Record a `repeat-check`: its rows, one per checked setting, as the `repeat_checks`

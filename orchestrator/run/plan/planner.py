@@ -13,7 +13,7 @@ from orchestrator.run.prepare.prepared import ExecutionIdentity
 from storage.index import SettingState
 from storage.schema import SettingStatus
 from workers.backends.registry import get_backend
-from workers.keys import engine_key
+from workers.keys import engine_key, execution_changes
 from workers.spec import EngineSpec, SettingSpec
 
 COST = CostParams()  # the cost model's published constants (the ordering needs no config)
@@ -50,16 +50,7 @@ def execution_change(stored_json: str | None, expected: ExecutionIdentity | None
     """Why stored executions are not reused: which fields changed (the reason in `plan`)."""
     if stored_json is None or expected is None:
         return "executions predate execution identities: executed again"
-    stored, wanted = json.loads(stored_json), json.loads(expected.fields_json)
-    changed = []
-    for part in ("limits", "environment"):
-        old, new = stored.get(part, {}), wanted.get(part, {})
-        for name in sorted(set(old) | set(new)):
-            if old.get(name) != new.get(name):
-                changed.append(
-                    f"{part[:-1] if part == 'limits' else part}.{name} "
-                    f"{old.get(name)!r} -> {new.get(name)!r}"
-                )
+    changed = execution_changes(json.loads(stored_json), json.loads(expected.fields_json))
     return "execution identity changed (" + ("; ".join(changed) or "version") + "): executed again"
 
 

@@ -11,6 +11,7 @@ import pytest
 from workers import execution
 from workers.execspec import ExecJob, IsolationLevel, SandboxLimits
 from workers.sandbox import IsolationBelowRequired, capabilities, protocol
+from workers.sandbox.probe import ALL_STEPS
 from workers.sandbox.view import covered_binds, plan_view
 
 FULL_FACTS = {
@@ -160,3 +161,51 @@ def test_protocol_carries_messages_and_fds():
         server.close()
         os.close(r)
         os.close(w)
+
+
+def _probes(monkeypatch, *runs):
+    """Make the probe answer `runs` in turn (the steps each found); returns the calls made."""
+    answers = iter(runs)
+    calls = []
+
+    def one():
+        found = next(answers)
+        calls.append(found)
+        return {step: step in found for step in ALL_STEPS}
+
+    monkeypatch.setattr(capabilities, "_run_probe", one)
+    return calls
+
+
+ROOT_STEPS = frozenset(ALL_STEPS) - {"user_namespace"}
+
+
+def test_a_probe_that_missed_a_step_once_is_run_again_and_the_fuller_run_kept(monkeypatch, caplog):
+    calls = _probes(monkeypatch, ROOT_STEPS - {"network_namespace"}, ROOT_STEPS)
+    with caplog.at_level("WARNING", logger=capabilities.__name__):
+        found = capabilities._steady_probe(root=True)
+    assert len(calls) == 2
+    assert found == {step: step in ROOT_STEPS for step in ALL_STEPS}
+    assert "network_namespace missing in some" in caplog.text
+
+
+def test_a_host_that_lacks_a_step_is_probed_up_to_the_tries_and_keeps_lacking_it(
+    monkeypatch, caplog
+):
+    lacking = ROOT_STEPS - {"network_namespace"}
+    calls = _probes(monkeypatch, lacking, lacking, lacking, ROOT_STEPS)
+    with caplog.at_level("WARNING", logger=capabilities.__name__):
+        found = capabilities._steady_probe(root=True)
+    assert len(calls) == capabilities.PROBE_TRIES == 3
+    assert found["network_namespace"] is False and found["pid_namespace"] is True
+    assert "disagreed" not in caplog.text  # every run found the same
+
+
+def test_a_complete_probe_is_run_once(monkeypatch):
+    calls = _probes(monkeypatch, ROOT_STEPS)
+    assert capabilities._steady_probe(root=True) == {s: s in ROOT_STEPS for s in ALL_STEPS}
+    assert len(calls) == 1
+    # not root: the user namespace is a step it has, the uid switch is not
+    calls = _probes(monkeypatch, frozenset(ALL_STEPS) - {"drop_privileges"})
+    assert capabilities._steady_probe(root=False)["user_namespace"] is True
+    assert len(calls) == 1

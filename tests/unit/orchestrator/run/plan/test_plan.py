@@ -182,3 +182,49 @@ def test_units_are_planned_the_longest_first(tmp_path):
         (1.3, "bf16", "none"),
         (1.3, "fp16", "none"),
     ]
+
+
+def test_an_execution_in_another_environment_is_told_and_planned_again(
+    cells, tmp_path, writer_for, monkeypatch, caplog
+):
+    """A worker whose sandbox came out weaker than the driver's: its executions are stored as
+    they ran, the run says so (once per difference), and the next plan executes them again
+    naming the change."""
+    from orchestrator.run.prepare.prepared import ExecutionIdentity
+    from workers.keys import canonical_json, execution_fields, execution_key
+
+    monkeypatch.setattr(HumanEvalFix, "execution_environment", lambda self, limits: ENVIRONMENT)
+    store = Store(str(tmp_path))
+    writer = writer_for(store, "run1")
+    same, weaker, also_weaker = [c for c in cells if not c.skipped][:3]
+    batches = {
+        same.key: executed(),
+        weaker.key: ExecutionBatch(executed().records, {**ENVIRONMENT, "isolation": "process"}),
+        also_weaker.key: ExecutionBatch(
+            executed().records, {**ENVIRONMENT, "isolation": "process"}
+        ),
+    }
+    with caplog.at_level("WARNING", logger="orchestrator.run.execute.writer"):
+        for cell in (same, weaker, also_weaker):
+            writer.started(cell.key, cell.setting)
+            writer.generated(cell.key, cell.setting, generated(cell.key))
+            writer.executed(cell.key, cell.setting, batches[cell.key])
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 1, told
+    assert weaker.key[:12] in told[0] and "environment.isolation 'full' -> 'process'" in told[0]
+
+    limits = SandboxLimits()
+    identities = {
+        c.key: ExecutionIdentity(
+            execution_key(c.key, limits, ENVIRONMENT),
+            canonical_json(execution_fields(c.key, limits, ENVIRONMENT)),
+        )
+        for c in cells
+    }
+    plan = {
+        p.key: p for p in plan_settings(cells, build_index(store), execution=identities).settings
+    }
+    assert plan[same.key].action is Action.DONE
+    for cell in (weaker, also_weaker):
+        assert plan[cell.key].action is Action.EXECUTE
+        assert "environment.isolation 'process' -> 'full'" in plan[cell.key].reason
