@@ -8,9 +8,12 @@ first request of every engine wait until N engines have reached it (to test that
 placed at once: with fewer placed, it times out and raises). For simulated runs at cluster scale
 (perf/cluster_sim.py): `load=S` sleeps S seconds in `load`, `delay-<precision>=S` (e.g.
 `delay-int8=0.4`) replaces `delay` for engines of that precision, and `jitter=J` scales each
-request's delay by a factor in [1-J, 1+J] drawn from the prompt's hash (mean 1, the same in
-every run). Its engine options record when its process started and when the load began, so a
-simulation can tell Ray's start of an engine from the load.
+request's delay by a factor in [1-J, 1+J] drawn from the hash of the model's name and the
+prompt (mean 1, the same in every run; the model's name in it, because templates such as
+`instruct` give every model the same prompts, and one factor shared by every model would move
+the whole grid's work off the plan's instead of averaging out). Its engine options record when
+its process started and when the load began, so a simulation can tell Ray's start of an engine
+from the load.
 """
 
 from __future__ import annotations
@@ -80,17 +83,20 @@ class FakeBackend:
         self._waited = False
         self.knobs: dict[str, str] = {}
         self.delay = 0.0
+        self.model_name = ""
 
     def _request_delay(self, request: GenRequest) -> float:
         jitter = float(self.knobs.get("jitter", 0))
         if not jitter:
             return self.delay
-        digest = hashlib.sha256(f"{request.prompt}|{request.sampling}".encode()).digest()
+        drawn = f"{self.model_name}|{request.prompt}|{request.sampling}"
+        digest = hashlib.sha256(drawn.encode()).digest()
         unit = int.from_bytes(digest[:8], "big") / 2**64  # uniform in [0, 1)
         return self.delay * (1.0 + jitter * (2.0 * unit - 1.0))
 
     def load(self, engine: EngineSpec) -> EngineInfo:
         self.knobs = _knobs(engine.model.repo_id)
+        self.model_name = engine.model.name
         if "fail-load" in self.knobs:
             with open(self.knobs["fail-load"], "a", encoding="utf-8") as fh:
                 fh.write(f"{os.getpid()}\n")

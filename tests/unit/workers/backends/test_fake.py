@@ -21,8 +21,8 @@ from workers.spec import (
 )
 
 
-def engine(repo_id: str, dtype=Dtype.BF16, quant=Quant.NONE) -> EngineSpec:
-    model = ModelSpec("sim", repo_id, "r", "sim", 7.0, Tuning.INSTRUCT, "yi")
+def engine(repo_id: str, dtype=Dtype.BF16, quant=Quant.NONE, name: str = "sim") -> EngineSpec:
+    model = ModelSpec(name, repo_id, "r", "sim", 7.0, Tuning.INSTRUCT, "yi")
     return EngineSpec(model, "fake", dtype, quant)
 
 
@@ -53,6 +53,12 @@ def test_load_sleeps_and_jitter_keeps_the_mean():
     assert min(delays) >= 0.0005 and max(delays) <= 0.0015
     assert statistics.mean(delays) == pytest.approx(0.001, rel=0.03)
     assert delays[:5] == [backend._request_delay(request(f"prompt {i}")) for i in range(5)]
+    # another model draws its own factors for the same prompts (and they keep the mean)
+    other = FakeBackend()
+    other.load(engine("fake://delay=0.001,load=0,jitter=0.5", name="other"))
+    theirs = [other._request_delay(request(f"prompt {i}")) for i in range(2000)]
+    assert sum(a != b for a, b in zip(theirs, delays, strict=True)) > 1990
+    assert statistics.mean(theirs) == pytest.approx(0.001, rel=0.03)
 
 
 def test_the_engine_options_say_when_the_process_and_the_load_started():
