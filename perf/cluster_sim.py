@@ -454,7 +454,11 @@ def main() -> None:
     )
     parser.add_argument("--models", type=int, default=11, help="models (default 11)")
     parser.add_argument("--gpus", type=int, default=64, help="fake GPUs (default 64)")
-    parser.add_argument("--limit", type=int, default=8, help="problems per setting (default 8)")
+    # A problem is a chunk here, and the plan's rule splits a unit's last chunks among its
+    # streams as a fluid: with few problems a chunk is a large part of a setting and the tail
+    # runs long against the plan (docs/cost.md), where a real sweep's chunks
+    # (checkpoint.every_s) are a sliver of a setting of hours.
+    parser.add_argument("--limit", type=int, default=16, help="problems per setting (default 16)")
     parser.add_argument("--replicas", type=int, default=1, help="cluster.replicas (default 1)")
     parser.add_argument(
         "--target-s", type=float, default=1800.0, help="the plan's scaled wall time (1800)"
