@@ -71,6 +71,7 @@ class RunRecord:
         benchmarks: Mapping[str, Benchmark] | None = None,
         limits: SandboxLimits | None = None,
         clock: Callable[[], datetime] = utc_now,
+        planned_environment: Mapping[str, str] | None = None,
     ):
         self.store = store
         self.facts = facts
@@ -87,6 +88,7 @@ class RunRecord:
             benchmarks or {},
             limits or SandboxLimits(),
             clock=clock,
+            planned_environment=planned_environment,
         )
         self.status: RunStatus | None = None  # once closed
         self.faults: list[Fault] = []  # what the cluster did to the run, as it happened

@@ -137,7 +137,14 @@ def _record(store: Store, prepared: PreparedGrid, plan: Plan, command: str) -> R
         cluster_address=config.cluster.address or "local",
     )
     keys = [item.key for item in plan.settings]
-    return RunRecord(store, facts, keys, {config.benchmark.name: benchmark}, config.limits)
+    return RunRecord(
+        store,
+        facts,
+        keys,
+        {config.benchmark.name: benchmark},
+        config.limits,
+        planned_environment=prepared.execution_environment(),
+    )
 
 
 @contextmanager

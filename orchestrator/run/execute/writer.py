@@ -73,9 +73,15 @@ class StoreWriter:
         benchmarks: Mapping[str, Benchmark],
         limits: SandboxLimits,
         clock: Callable[[], datetime] = utc_now,
+        planned_environment: Mapping[str, str] | None = None,
     ):
         self.store = store
         self.limits = limits  # the run's sandbox limits (part of each execution identity)
+        # The environment the run's plan expects executions to run in (the driver's); None:
+        # not compared (a writer outside `run`, e.g. harness-import executes in this process).
+        self.planned_environment = (
+            None if planned_environment is None else dict(planned_environment)
+        )
         # Loaded benchmarks by name: the facts of every settings row (problems, template kind)
         # and `summarize`, which may replace the pass@1 headline.
         self.benchmarks = dict(benchmarks)
@@ -270,15 +276,14 @@ class StoreWriter:
         environment they ran in. Returns the score row."""
         exec_rows = execution_rows(key, batch.records)
         fields = execution_fields(key, self.limits, batch.environment)
-        benchmark = self.benchmarks.get(setting.benchmark.name)
-        if benchmark is not None:
-            self._tell_other_environment(key, benchmark, fields)
+        self._tell_other_environment(key, fields)
         self._execution[key] = {
             "execution_key": execution_key(key, self.limits, batch.environment),
             "execution_json": canonical_json(fields),
         }
         self.store.write_rows("executions", key, exec_rows)
         gen_rows = self._generations(key)
+        benchmark = self.benchmarks.get(setting.benchmark.name)
         summary = benchmark.summarize(exec_rows) if benchmark is not None else None
         score = score_row(key, setting, gen_rows, exec_rows, summary)
         self.store.write_rows("scores", key, [score])
@@ -287,14 +292,14 @@ class StoreWriter:
         self.n_executed += 1
         return score
 
-    def _tell_other_environment(
-        self, key: str, benchmark: Benchmark, fields: Mapping[str, Any]
-    ) -> None:
+    def _tell_other_environment(self, key: str, fields: Mapping[str, Any]) -> None:
         """Warn (once per difference) when a worker executed in another environment than the
         one this run planned with (the driver's: a weaker sandbox on a worker, another
         interpreter on a remote node). Its executions are stored as they ran, and the next
         run's plan executes them again: this says why before that run does."""
-        planned = execution_fields(key, self.limits, benchmark.execution_environment(self.limits))
+        if self.planned_environment is None:
+            return
+        planned = execution_fields(key, self.limits, self.planned_environment)
         changes = execution_changes(planned, fields)
         text = "; ".join(changes)
         if not changes or text in self._other_environments:

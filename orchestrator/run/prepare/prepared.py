@@ -48,13 +48,18 @@ class PreparedGrid:
         """Problems each setting covers (the benchmark's, cut by `benchmark.limit`)."""
         return len(self.config.benchmark.select(self.benchmark.problem_ids()))
 
+    def execution_environment(self) -> dict[str, str]:
+        """This host's environment for the run's limits (isolation level, interpreter,
+        toolchains): what `plan` expects every execution to have run in."""
+        return self.benchmark.execution_environment(self.config.limits)
+
     def execution_identities(self) -> dict[str, ExecutionIdentity]:
         """The execution identity this run gives each runnable cell: the run's sandbox limits
-        and this host's environment (isolation level, interpreter, toolchains). On a remote
-        cluster the workers report their own environment; a different one is recorded as such
-        and the next run executes again (a stale outcome is never reused)."""
+        and this host's environment (`execution_environment`). On a remote cluster the workers
+        report their own environment; a different one is recorded as such and the next run
+        executes again (a stale outcome is never reused)."""
         limits = self.config.limits
-        environment = self.benchmark.execution_environment(limits)
+        environment = self.execution_environment()
         return {
             c.key: ExecutionIdentity(
                 execution_key(c.key, limits, environment),

@@ -65,3 +65,18 @@ def test_the_writer_lock_is_waited_for_as_long_as_asked_and_no_longer(tmp_path):
             pytest.fail("the lock was taken while another process held it")
     with _writer_lock(store, 0.0, StopRequest()):
         assert store.holds_writer_lock
+
+
+def test_the_run_record_compares_executions_with_the_environment_it_planned(tmp_path):
+    """`run`'s writer gets the driver's execution environment, the one `plan` keys with, so a
+    worker that executed in another one is told about (test_plan.py has the warning)."""
+    from orchestrator.run.config.load import load_run_config
+    from orchestrator.run.execute.runner import _record
+    from orchestrator.run.plan.state import make_plan
+    from orchestrator.run.prepare.prepared import prepare
+
+    prepared = prepare(load_run_config(["model=tiny", "benchmark.limit=2"]))
+    store = Store(str(tmp_path))
+    record = _record(store, prepared, make_plan(store, prepared), "reprogrid run")
+    assert record.writer.planned_environment == prepared.execution_environment()
+    assert set(record.writer.planned_environment) == {"isolation", "python"}

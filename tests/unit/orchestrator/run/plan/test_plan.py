@@ -49,9 +49,18 @@ def executed(n: int = 3, passed: int = 2) -> ExecutionBatch:
 
 @pytest.fixture
 def writer_for(problem_set):
-    def make(store: Store, run_id: str, versions: str = "{}") -> StoreWriter:
+    def make(
+        store: Store, run_id: str, versions: str = "{}", planned_environment=None
+    ) -> StoreWriter:
         benchmarks = {"humanevalfix": HumanEvalFix(problem_set)}
-        return StoreWriter(store, run_id, versions, benchmarks, limits=SandboxLimits())
+        return StoreWriter(
+            store,
+            run_id,
+            versions,
+            benchmarks,
+            limits=SandboxLimits(),
+            planned_environment=planned_environment,
+        )
 
     return make
 
@@ -185,7 +194,7 @@ def test_units_are_planned_the_longest_first(tmp_path):
 
 
 def test_an_execution_in_another_environment_is_told_and_planned_again(
-    cells, tmp_path, writer_for, monkeypatch, caplog
+    cells, tmp_path, writer_for, caplog
 ):
     """A worker whose sandbox came out weaker than the driver's: its executions are stored as
     they ran, the run says so (once per difference), and the next plan executes them again
@@ -193,9 +202,8 @@ def test_an_execution_in_another_environment_is_told_and_planned_again(
     from orchestrator.run.prepare.prepared import ExecutionIdentity
     from workers.keys import canonical_json, execution_fields, execution_key
 
-    monkeypatch.setattr(HumanEvalFix, "execution_environment", lambda self, limits: ENVIRONMENT)
     store = Store(str(tmp_path))
-    writer = writer_for(store, "run1")
+    writer = writer_for(store, "run1", planned_environment=ENVIRONMENT)
     same, weaker, also_weaker = [c for c in cells if not c.skipped][:3]
     batches = {
         same.key: executed(),
@@ -212,6 +220,14 @@ def test_an_execution_in_another_environment_is_told_and_planned_again(
     told = [r.getMessage() for r in caplog.records]
     assert len(told) == 1, told
     assert weaker.key[:12] in told[0] and "environment.isolation 'full' -> 'process'" in told[0]
+    # a writer outside `run` (no planned environment) compares nothing
+    caplog.clear()
+    other = writer_for(Store(str(tmp_path / "other")), "run2")
+    with caplog.at_level("WARNING", logger="orchestrator.run.execute.writer"):
+        other.started(weaker.key, weaker.setting)
+        other.generated(weaker.key, weaker.setting, generated(weaker.key))
+        other.executed(weaker.key, weaker.setting, batches[weaker.key])
+    assert not caplog.records
 
     limits = SandboxLimits()
     identities = {
